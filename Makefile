@@ -1,0 +1,57 @@
+# Baton developer entry points. Everything runs from the project venv (.venv).
+# Nothing here downloads browsers or other binaries; PostgreSQL for the tests
+# comes from BATON_TEST_DATABASE_URL or a throwaway cluster the test session
+# starts itself (scripts/pg_throwaway.sh).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?= -q -n 2
+
+.DEFAULT_GOAL := help
+.PHONY: help install test demo faults bench dagster-dev clean distclean
+
+help:
+	@echo "make install      create $(VENV) and install baton with the dev and bench extras"
+	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
+	@echo "make demo         baton demo"
+	@echo "make faults       baton faults"
+	@echo "make bench        baton bench"
+	@echo "make dagster-dev  Dagster webserver + daemon on a local instance in .dagster_home"
+	@echo "make clean        remove caches and build output (keeps $(VENV))"
+	@echo "make distclean    clean, and remove $(VENV)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalls only when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[dev,bench]'
+	touch $@
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: install
+	$(BIN)/baton demo
+
+faults: install
+	$(BIN)/baton faults
+
+bench: install
+	$(BIN)/baton bench
+
+dagster-dev: install
+	mkdir -p .dagster_home
+	ln -sf ../dagster.yaml .dagster_home/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf build dist .pytest_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Reference agents and the deterministic scripted models they call."""

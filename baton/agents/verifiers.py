@@ -1,0 +1,69 @@
+"""Deterministic verifiers for the reference agents' candidates.
+
+- `verify_report`: every claim of a research report cites at least one
+  observation, and every cited ref is among the run's recorded observations.
+- `check_deployment_spec`: a deployment spec names a build the run observed,
+  with the same artifact hash, whose canary passed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from baton.agents.report_format import parse_claims
+from baton.agents.scripted_models import BuildInfo
+from baton.models import VerdictResult
+
+CITATION_VERIFIER = "citations-1"
+DEPLOY_VERIFIER = "deploy-check-1"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a verifier and why."""
+
+    result: VerdictResult
+    detail: str
+    verifier_version: str
+
+    @property
+    def passed(self) -> bool:
+        return self.result is VerdictResult.PASS
+
+
+def verify_report(report: str | bytes, recorded_observation_refs: Collection[str]) -> Verdict:
+    """PASS only when each claim cites one or more recorded observations and nothing else."""
+    text = report.decode("utf-8") if isinstance(report, bytes) else report
+    claims = parse_claims(text)
+    if not claims:
+        return Verdict(VerdictResult.FAIL, "the report makes no claims", CITATION_VERIFIER)
+    recorded = set(recorded_observation_refs)
+    problems = []
+    for claim in claims:
+        if not claim.cited_refs:
+            problems.append(f"line {claim.line_no}: claim cites no observation")
+        for ref in claim.cited_refs:
+            if ref not in recorded:
+                problems.append(f"line {claim.line_no}: cites {ref}, which is not a recorded observation")
+    if problems:
+        return Verdict(VerdictResult.FAIL, "; ".join(problems), CITATION_VERIFIER)
+    return Verdict(VerdictResult.PASS, f"all {len(claims)} claims cite recorded observations", CITATION_VERIFIER)
+
+
+def check_deployment_spec(spec: bytes, evidence: Sequence[BuildInfo]) -> Verdict:
+    """PASS when the spec deploys an observed build, by its exact hash, whose canary passed."""
+    try:
+        body = json.loads(spec)
+        version, artifact_hash = body["version"], body["artifact_hash"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return Verdict(VerdictResult.FAIL, f"unreadable deployment spec: {exc}", DEPLOY_VERIFIER)
+    for build in evidence:
+        if build.version == version:
+            if build.artifact_hash != artifact_hash:
+                return Verdict(VerdictResult.FAIL, f"{version}: artifact hash differs from the observed build", DEPLOY_VERIFIER)
+            if not build.canary_passed:
+                return Verdict(VerdictResult.FAIL, f"{version}: canary did not pass", DEPLOY_VERIFIER)
+            return Verdict(VerdictResult.PASS, f"{version} matches an observed build with a passing canary", DEPLOY_VERIFIER)
+    return Verdict(VerdictResult.FAIL, f"{version} is not among the observed builds", DEPLOY_VERIFIER)

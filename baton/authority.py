@@ -1,0 +1,366 @@
+"""The authority service: short-lived, scoped, signed capabilities issued from policy.
+
+A checkpoint never carries credentials. A worker that owns the current epoch
+asks this service for a capability for one operation on one exact artifact;
+the service consults policy (the run's authority context, its approvals and
+the placement's ceiling) and returns an HS256 JWT (PyJWT) that expires no later
+than the worker's lease. The gateway verifies it before any side effect.
+
+The signing key comes from configuration: `BATON_AUTHORITY_KEY` or, failing
+that, a key file `authority.key` under `BATON_HOME` created with mode 0600.
+It lives only in this process's memory and is never part of any record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import stat
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import jwt
+from pydantic import Field
+
+from baton.errors import AuthorityDeniedError, CapabilityError, SigningKeyError
+from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
+from baton.models.base import Record, Ref
+from baton.models.events import Event, EventType
+from baton.models.placement import Placement
+from baton.store.records import Lease
+
+KEY_ENV = "BATON_AUTHORITY_KEY"
+HOME_ENV = "BATON_HOME"
+KEY_FILE_NAME = "authority.key"
+MIN_KEY_BYTES = 32
+ALGORITHM = "HS256"
+ISSUER = "baton-authority"
+AUDIENCE = "baton-gateway"
+_REQUIRED_CLAIMS = ["iss", "aud", "iat", "exp", "jti", "run", "epoch", "operation", "level"]
+
+
+# --- the signing key ---------------------------------------------------------------------------
+
+
+def _home(home: Path | None, environ: Mapping[str, str]) -> Path:
+    if home is not None:
+        return Path(home)
+    return Path(environ.get(HOME_ENV) or ".baton")
+
+
+def _read_key_file(path: Path) -> bytes:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SigningKeyError(
+            f"{path} is readable by group or others (mode {mode:o}); chmod 600 it or set {KEY_ENV}"
+        )
+    for _ in range(100):  # another process may have created it a moment ago and still be writing
+        data = path.read_bytes().strip()
+        if data:
+            break
+        time.sleep(0.01)
+    if len(data) < MIN_KEY_BYTES:
+        raise SigningKeyError(f"{path} holds {len(data)} bytes; a signing key needs at least {MIN_KEY_BYTES}")
+    return data
+
+
+def load_signing_key(home: Path | None = None, environ: Mapping[str, str] | None = None) -> bytes:
+    """The capability signing key from `BATON_AUTHORITY_KEY`, else `BATON_HOME/authority.key`.
+
+    The file is created (random, mode 0600) when missing, and refused when its
+    permissions let anyone but the owner read it.
+    """
+    env = os.environ if environ is None else environ
+    configured = env.get(KEY_ENV)
+    if configured:
+        key = configured.encode("utf-8")
+        if len(key) < MIN_KEY_BYTES:
+            raise SigningKeyError(f"{KEY_ENV} is {len(key)} bytes long; a signing key needs at least {MIN_KEY_BYTES}")
+        return key
+    directory = _home(home, env)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / KEY_FILE_NAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key_file(path)
+    try:
+        os.write(fd, secrets.token_hex(MIN_KEY_BYTES).encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return _read_key_file(path)
+
+
+# --- capabilities ------------------------------------------------------------------------------
+
+
+class CapabilityClaims(Record):
+    """What a verified capability allows: one operation, at one epoch of one run, on one artifact."""
+
+    capability_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+    epoch: int = Field(ge=0)
+    operation: str = Field(min_length=1)
+    artifact_hash: Ref | None
+    level: AuthorityLevel
+    placement: str
+    issued_at: dt.datetime
+    expires_at: dt.datetime
+
+
+class Capability(Record):
+    """A signed capability token and the claims it carries. Bearer material: never checkpoint it."""
+
+    token: str = Field(min_length=1, repr=False)
+    claims: CapabilityClaims
+
+
+def _ts(value: dt.datetime) -> float:
+    if value.tzinfo is None:
+        raise ValueError("capability times must carry a zone")
+    return value.timestamp()
+
+
+def _utc(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class AuthorityService:
+    """Issues and verifies capabilities. Times passed in should come from the database clock."""
+
+    def __init__(
+        self,
+        signing_key: bytes,
+        *,
+        max_ttl_s: float = 300.0,
+        approval_required_from: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
+    ) -> None:
+        if len(signing_key) < MIN_KEY_BYTES:
+            raise SigningKeyError(f"a signing key needs at least {MIN_KEY_BYTES} bytes")
+        self._key = signing_key
+        self.max_ttl_s = max_ttl_s
+        self.approval_required_from = approval_required_from
+
+    def __repr__(self) -> str:
+        return f"AuthorityService(max_ttl_s={self.max_ttl_s}, key=<hidden>)"
+
+    @classmethod
+    def from_config(
+        cls, home: Path | None = None, environ: Mapping[str, str] | None = None, **options: Any
+    ) -> AuthorityService:
+        """A service whose key comes from `load_signing_key`."""
+        return cls(load_signing_key(home, environ), **options)
+
+    def _approval_for(
+        self, context: AuthorityContext, operation: str, artifact_hash: str | None, level: AuthorityLevel, now: dt.datetime
+    ) -> Approval | None:
+        if artifact_hash is None:
+            return None
+        for approval in context.approvals:
+            if approval.valid_for(operation, artifact_hash, now) and approval.level.allows(level):
+                return approval
+        return None
+
+    def issue(
+        self,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        level: AuthorityLevel,
+        lease: Lease,
+        placement: Placement,
+        context: AuthorityContext,
+        now: dt.datetime | None = None,
+        ttl_s: float | None = None,
+    ) -> Capability:
+        """A capability for one operation, or AuthorityDeniedError saying which rule refused it."""
+        now = now or _utcnow()
+        if lease.run_id != run_id or lease.epoch != epoch or not lease.held_at(now) or lease.expires_at is None:
+            raise AuthorityDeniedError(
+                f"run {run_id!r} epoch {epoch}: the caller does not hold a live lease at that epoch "
+                f"(lease: owner={lease.owner!r}, epoch={lease.epoch}, expires_at={lease.expires_at})"
+            )
+        if not placement.authority_ceiling.allows(level):
+            raise AuthorityDeniedError(
+                f"placement {placement.name!r} has ceiling {placement.authority_ceiling.value}; "
+                f"{level.value} cannot be issued there"
+            )
+        if not context.level.allows(level):
+            raise AuthorityDeniedError(
+                f"run {run_id!r} holds authority {context.level.value} under policy {context.policy_id!r}; "
+                f"{level.value} was requested"
+            )
+        expiry = now + dt.timedelta(seconds=min(ttl_s or self.max_ttl_s, self.max_ttl_s))
+        expiry = min(expiry, lease.expires_at)
+        if level.allows(self.approval_required_from):
+            approval = self._approval_for(context, operation, artifact_hash, level, now)
+            if approval is None:
+                raise AuthorityDeniedError(
+                    f"{level.value} for operation {operation!r} needs an unexpired approval bound to artifact "
+                    f"{artifact_hash}; none in the run's authority context matches"
+                )
+            expiry = min(expiry, approval.expires_at)
+        if expiry <= now:
+            raise AuthorityDeniedError(f"run {run_id!r}: nothing left of the lease or approval to issue against")
+        claims = CapabilityClaims(
+            capability_id=uuid.uuid4().hex,
+            run_id=run_id,
+            epoch=epoch,
+            operation=operation,
+            artifact_hash=artifact_hash,
+            level=level,
+            placement=placement.name,
+            issued_at=now,
+            expires_at=expiry,
+        )
+        payload = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "iat": _ts(now),
+            "exp": _ts(expiry),
+            "jti": claims.capability_id,
+            "run": run_id,
+            "epoch": epoch,
+            "operation": operation,
+            "artifact": artifact_hash,
+            "level": level.value,
+            "placement": placement.name,
+        }
+        return Capability(token=jwt.encode(payload, self._key, algorithm=ALGORITHM), claims=claims)
+
+    def verify(
+        self,
+        token: str,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+        now: dt.datetime | None = None,
+    ) -> CapabilityClaims:
+        """The claims of a capability that fits this exact request, or CapabilityError with a reason."""
+        now = now or _utcnow()
+        try:
+            payload = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                audience=AUDIENCE,
+                issuer=ISSUER,
+                # Expiry is judged below against the caller's (database) clock, to the microsecond.
+                options={"verify_exp": False, "verify_iat": False, "require": _REQUIRED_CLAIMS},
+            )
+        except jwt.InvalidSignatureError as exc:
+            raise CapabilityError("capability signature does not verify: forged or altered", reason="forged") from exc
+        except jwt.InvalidAlgorithmError as exc:
+            raise CapabilityError(f"capability uses a refused algorithm: {exc}", reason="forged") from exc
+        except (jwt.InvalidAudienceError, jwt.InvalidIssuerError) as exc:
+            raise CapabilityError(f"capability was not issued by Baton's authority for the gateway: {exc}", reason="forged") from exc
+        except jwt.PyJWTError as exc:
+            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
+        try:
+            level = AuthorityLevel(payload["level"])
+            expires_at = _utc(float(payload["exp"]))
+            claims = CapabilityClaims(
+                capability_id=str(payload["jti"]),
+                run_id=str(payload["run"]),
+                epoch=int(payload["epoch"]),
+                operation=str(payload["operation"]),
+                artifact_hash=payload.get("artifact"),
+                level=level,
+                placement=str(payload.get("placement", "")),
+                issued_at=_utc(float(payload["iat"])),
+                expires_at=expires_at,
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CapabilityError(f"capability claims are malformed: {exc}", reason="malformed") from exc
+        if now >= claims.expires_at:
+            raise CapabilityError(f"capability {claims.capability_id} expired at {claims.expires_at.isoformat()}", reason="expired")
+        mismatches = (
+            ("wrong_run", claims.run_id, run_id, "run"),
+            ("wrong_epoch", claims.epoch, epoch, "epoch"),
+            ("wrong_operation", claims.operation, operation, "operation"),
+            ("wrong_artifact", claims.artifact_hash, artifact_hash, "artifact hash"),
+        )
+        for reason, held, wanted, what in mismatches:
+            if held != wanted:
+                raise CapabilityError(
+                    f"capability {claims.capability_id} is scoped to {what} {held!r}, not {wanted!r}", reason=reason
+                )
+        if not claims.level.allows(required_level):
+            raise CapabilityError(
+                f"capability {claims.capability_id} grants {claims.level.value}; this operation needs "
+                f"{required_level.value}",
+                reason="insufficient_level",
+            )
+        if ceiling is not None and not ceiling.allows(claims.level):
+            raise CapabilityError(
+                f"capability {claims.capability_id} claims {claims.level.value}, above the ceiling "
+                f"{ceiling.value} that applies here",
+                reason="above_ceiling",
+            )
+        return claims
+
+
+# --- authority across a handoff ----------------------------------------------------------------
+
+
+class EventSink(Protocol):
+    """Anything that can append a run event (the SQL store does)."""
+
+    def append_event(self, event: Event) -> int: ...
+
+
+def authority_after_handoff(
+    context: AuthorityContext,
+    target_ceiling: AuthorityLevel,
+    *,
+    run_id: str | None = None,
+    events: EventSink | None = None,
+    source_placement: str | None = None,
+    target_placement: str | None = None,
+    at: dt.datetime | None = None,
+) -> AuthorityContext:
+    """The run's authority on a new placement: the lesser of what it held and the target's ceiling.
+
+    A reduction is marked in `downgraded_from` and, when `events` and `run_id`
+    are given, recorded as an AUTHORITY_DOWNGRADED event.
+    """
+    level = AuthorityLevel.lesser(context.level, target_ceiling)
+    if level is context.level:
+        return context
+    origin = context.downgraded_from or context.level
+    reduced = context.model_copy(update={"level": level, "downgraded_from": origin})
+    if events is not None and run_id is not None:
+        events.append_event(
+            Event(
+                event_type=EventType.AUTHORITY_DOWNGRADED,
+                run_id=run_id,
+                at=at or _utcnow(),
+                source_placement=source_placement,
+                target_placement=target_placement,
+                authority_before=context.level.value,
+                authority_after=level.value,
+                reason=f"target ceiling {target_ceiling.value} is below {context.level.value}",
+                detail={"mutation_paused": not level.allows(AuthorityLevel.SANDBOX_MUTATE)},
+            )
+        )
+    return reduced
+
+
+def may_perform(context: AuthorityContext, required: AuthorityLevel) -> bool:
+    """True when the run's current authority covers `required` (observe, plan and verify survive a downgrade)."""
+    return context.level.allows(required)

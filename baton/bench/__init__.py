@@ -1,0 +1,16 @@
+"""`baton bench`: Baton measured side by side with the alternatives users would pick.
+
+Benchmark-only dependencies (LangGraph, DBOS) come from the `bench` extra and
+are imported only by the legs that need them; Baton itself never needs them.
+
+Each sub-benchmark is its own module with a `main(...)` entry point that runs
+it with its defaults, prints its tables and returns its JSON document. The
+registry below is what `baton bench all` runs, in order.
+"""
+
+from __future__ import annotations
+
+SUBBENCHMARKS: dict[str, str] = {
+    "checkpoint": "baton.bench.run_checkpoint",
+}
+"""Sub-benchmark name -> module exposing `main(*, out, as_json, console) -> dict`."""

@@ -1,0 +1,93 @@
+"""What the checkpoint legs add up to: growth, per-step time, ratios and the issue's targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from baton.bench.checkpoint_bench import CheckpointRun, LegResult, System
+
+BYTES_TARGET = 2.0
+"""Baton stores at most this many times the observation bytes at the longest trajectory."""
+SLOWDOWN_TARGET = 1.3
+"""Baton's per-step time over the last steps is within this factor of the first steps."""
+SPEED_TARGET = 0.25
+"""Baton's per-step time is at most this fraction of a baseline's on the same backend."""
+
+
+@dataclass(frozen=True)
+class SystemSummary:
+    system: System
+    shortest: LegResult
+    longest: LegResult
+
+    @property
+    def growth(self) -> float:
+        """Bytes at the longest trajectory over bytes at the shortest."""
+        return self.longest.stored.logical / self.shortest.stored.logical
+
+    @property
+    def bytes_per_added_step(self) -> float:
+        """Marginal bytes per step between the shortest and the longest trajectory (schema overhead cancels)."""
+        added = self.longest.steps - self.shortest.steps
+        if added <= 0:
+            return float("nan")
+        return (self.longest.stored.logical - self.shortest.stored.logical) / added
+
+    @property
+    def slowdown(self) -> float:
+        """Mean of the last window of steps over the first window, in the longest trajectory."""
+        return self.longest.last_window_ms / self.longest.first_window_ms
+
+
+@dataclass(frozen=True)
+class Target:
+    backend: str
+    name: str
+    value: float
+    limit: float
+    comparison: str  # "<="
+
+    @property
+    def met(self) -> bool:
+        return self.value <= self.limit
+
+
+def summarize(run: CheckpointRun) -> list[SystemSummary]:
+    out: list[SystemSummary] = []
+    for system in run.systems:
+        legs = run.ok_legs(system.key)
+        if legs:
+            out.append(SystemSummary(system, legs[0], legs[-1]))
+    return out
+
+
+def targets(run: CheckpointRun) -> list[Target]:
+    """The issue's targets for Baton, per backend, judged at the longest trajectory measured."""
+    by_key = {summary.system.key: summary for summary in summarize(run)}
+    found: list[Target] = []
+    for baton in (s for s in by_key.values() if s.system.family == "baton"):
+        backend = baton.system.backend
+        n = baton.longest.steps
+        found.append(
+            Target(backend, f"bytes stored / observation bytes at {n} steps", baton.longest.ratio_to_observations,
+                   BYTES_TARGET, "<=")
+        )
+        found.append(
+            Target(backend, f"per-step ms, last {min(50, n)} / first {min(50, n)} steps at {n}", baton.slowdown,
+                   SLOWDOWN_TARGET, "<=")
+        )
+        for other in by_key.values():
+            if other.system.backend != backend or other.system.family == "baton" or not other.system.baseline:
+                continue
+            if other.longest.steps != n:
+                continue
+            found.append(
+                Target(
+                    backend,
+                    f"per-step ms at {n} steps, Baton / {other.system.label}",
+                    baton.longest.mean_ms / other.longest.mean_ms,
+                    SPEED_TARGET,
+                    "<=",
+                )
+            )
+    return found

@@ -1,0 +1,368 @@
+"""The mutation gateway: the only path from a worker to a consequential side effect.
+
+Each request passes three checks, in this order, before anything is sent:
+
+1. epoch - the caller's epoch must be the run's current epoch. A stale caller
+   is refused with `StaleEpochError` and a STALE_WORKER_REJECTED event;
+2. capability - a signed capability scoped to this run, epoch, operation,
+   artifact hash and authority level, unexpired by the database clock;
+3. idempotency key - the store claims the key atomically with a second epoch
+   check: same key and payload returns the recorded outcome without a second
+   side effect, a different payload is refused, an unfinished key is refused.
+
+Then the operation is recorded PREPARED, sent to the target with the fencing
+token (run, epoch), and recorded COMMITTED, NOT_COMMITTED or UNKNOWN. A
+timeout or transport error is UNKNOWN, never success: the caller gets
+`OutcomeUnknownError` and `baton.reconcile` asks the target later.
+
+Every call is written to a Jepsen-style history (`baton.history`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import Field, JsonValue
+
+from baton.authority import AuthorityService, CapabilityClaims
+from baton.errors import (
+    CapabilityError,
+    FencedTokenError,
+    IdempotencyConflictError,
+    OperationInFlightError,
+    OperationNotCommittedError,
+    OperationUnknownError,
+    OutcomeUnknownError,
+    PayloadMismatchError,
+    RetryRefusedError,
+    StaleEpochError,
+    StoreError,
+    TargetRejectedError,
+)
+from baton.fencing import FencingToken
+from baton.history import HistorySink, Recorder
+from baton.identity import ref_of
+from baton.models.authority import AuthorityLevel
+from baton.models.base import Record, Ref
+from baton.models.events import Event, EventType
+from baton.models.operation import OperationEntry, OperationState
+from baton.store.base import SqlStore
+from baton.store.records import IdempotencyRecord
+
+
+@runtime_checkable
+class MutationTarget(Protocol):
+    """A system that applies consequential requests and can say what became of one."""
+
+    name: str
+
+    def apply(
+        self, operation_id: str, idempotency_key: str, fencing_token: FencingToken, payload: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Apply once per idempotency key; refuse a fencing token below the highest seen.
+
+        Return a receipt when applied (or already applied with this key);
+        raise `TargetRejectedError` when certainly not applied; anything else
+        (timeouts, transport errors) leaves the outcome unknown.
+        """
+        ...
+
+    def lookup(self, operation_id: str) -> OperationState:
+        """COMMITTED, NOT_COMMITTED or UNKNOWN: the target's authoritative answer for one operation."""
+        ...
+
+
+class MutationRequest(Record):
+    """One consequential request from a worker."""
+
+    run_id: str = Field(min_length=1)
+    epoch: int = Field(ge=0)
+    operation: str = Field(min_length=1, description="the logical operation the capability and approval name")
+    idempotency_key: str = Field(min_length=1)
+    target: str = Field(min_length=1)
+    payload: dict[str, JsonValue]
+    artifact_hash: Ref | None = None
+    capability: str = Field(min_length=1, repr=False)
+    required_level: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE
+    process: str = Field(default="worker", min_length=1, description="the caller's name in the history")
+
+    @property
+    def payload_ref(self) -> str:
+        return ref_of(self.payload)
+
+
+class MutationResult(Record):
+    """A committed operation: freshly applied, or the recorded outcome of an earlier identical request."""
+
+    operation_id: str
+    idempotency_key: str
+    state: OperationState
+    outcome: dict[str, JsonValue] | None
+    replayed: bool
+
+
+def _new_operation_id() -> str:
+    return "op-" + uuid.uuid4().hex
+
+
+class MutationGateway:
+    """Fences, authorizes, deduplicates and records every consequential request."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        authority: AuthorityService,
+        targets: Mapping[str, MutationTarget],
+        *,
+        history: HistorySink | None = None,
+        ceiling: AuthorityLevel | None = None,
+        new_operation_id: Callable[[], str] = _new_operation_id,
+    ) -> None:
+        self.store = store
+        self.authority = authority
+        self.targets = dict(targets)
+        self.ceiling = ceiling
+        self._history = history
+        self._new_id = new_operation_id
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def submit(self, request: MutationRequest) -> MutationResult:
+        """Run one request through epoch, capability and idempotency checks, then the target.
+
+        Returns a COMMITTED result (fresh or replayed). Raises StaleEpochError,
+        CapabilityError, PayloadMismatchError, OperationInFlightError,
+        OperationUnknownError, OperationNotCommittedError, FencedTokenError or
+        OutcomeUnknownError; none of them means success.
+        """
+        return self._handle(request, rearm=False)
+
+    def resubmit(self, request: MutationRequest) -> MutationResult:
+        """Retry a key whose last attempt is NOT_COMMITTED, as a new operation (used by reconciliation)."""
+        return self._handle(request, rearm=True)
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def _handle(self, request: MutationRequest, *, rearm: bool) -> MutationResult:
+        target = self.targets.get(request.target)
+        if target is None:
+            raise ValueError(f"unknown target {request.target!r}; registered: {sorted(self.targets)}")
+        operation_id = self._new_id()
+        history = Recorder(self._history, request.process)
+        common: dict[str, Any] = {"epoch": request.epoch, "key": request.idempotency_key}
+        history.invoke(
+            "mutate", request.run_id, operation_id=operation_id, **common,
+            value={"operation": request.operation, "payload_ref": request.payload_ref, "rearm": rearm},
+        )
+        try:
+            result = self._checked_apply(request, target, operation_id, rearm)
+        except (StaleEpochError, CapabilityError, IdempotencyConflictError, RetryRefusedError) as exc:
+            history.fail("mutate", request.run_id, operation_id=getattr(exc, "operation_id", "") or operation_id,
+                         **common, value={"error": _error_name(exc), "message": str(exc)})
+            raise
+        except OperationNotCommittedError as exc:
+            history.fail("mutate", request.run_id, operation_id=exc.operation_id or operation_id, **common,
+                         value={"error": "not_committed", "state": "NOT_COMMITTED", "reason": exc.reason})
+            raise
+        except OutcomeUnknownError as exc:
+            history.info("mutate", request.run_id, operation_id=exc.operation_id or operation_id, **common,
+                         value={"state": "UNKNOWN", "message": str(exc)})
+            raise
+        except BaseException as exc:
+            history.info("mutate", request.run_id, operation_id=operation_id, **common,
+                         value={"error": type(exc).__name__, "message": str(exc)})
+            raise
+        history.ok("mutate", request.run_id, operation_id=result.operation_id, **common,
+                   value={"state": result.state.value, "replayed": result.replayed})
+        return result
+
+    def _checked_apply(
+        self, request: MutationRequest, target: MutationTarget, operation_id: str, rearm: bool
+    ) -> MutationResult:
+        self._check_epoch(request)
+        now = self.store.db_now()
+        claims = self._check_capability(request, now)
+        entry = OperationEntry(
+            operation_id=operation_id,
+            run_id=request.run_id,
+            idempotency_key=request.idempotency_key,
+            epoch=request.epoch,
+            kind=request.operation,
+            target=request.target,
+            payload_ref=request.payload_ref,
+            artifact_hash=request.artifact_hash,
+            capability_id=claims.capability_id,
+            state=OperationState.PREPARED,
+            recorded_at=now,
+        )
+        try:
+            if rearm:
+                self._rearm(entry)
+            else:
+                replay = self._claim_key(entry)
+                if replay is not None:
+                    return replay
+        except StaleEpochError:  # the epoch moved between the first check and the claim
+            self._record_stale(request, self.store.current_epoch(request.run_id), where="gateway")
+            raise
+        return self._send(request, target, entry)
+
+    def _check_epoch(self, request: MutationRequest) -> None:
+        current = self.store.current_epoch(request.run_id)
+        if request.epoch == current:
+            return
+        if request.epoch < current:
+            self._record_stale(request, current, where="gateway")
+            raise StaleEpochError(
+                f"run {request.run_id!r}: {request.process} acted with epoch {request.epoch}, but the run is now at "
+                f"epoch {current}; this worker was fenced and may not cause side effects (key "
+                f"{request.idempotency_key!r} refused)"
+            )
+        raise StaleEpochError(
+            f"run {request.run_id!r}: epoch {request.epoch} has not been issued (current epoch is {current}); refused"
+        )
+
+    def _record_stale(self, request: MutationRequest, current: int, *, where: str) -> None:
+        self.store.append_event(
+            Event(
+                event_type=EventType.STALE_WORKER_REJECTED,
+                run_id=request.run_id,
+                at=self.store.db_now(),
+                source_epoch=request.epoch,
+                target_epoch=current,
+                reason=f"mutation with a stale epoch refused at the {where}",
+                detail={"process": request.process, "idempotency_key": request.idempotency_key,
+                        "operation": request.operation, "target": request.target},
+            )
+        )
+
+    def _check_capability(self, request: MutationRequest, now: Any) -> CapabilityClaims:
+        return self.authority.verify(
+            request.capability,
+            run_id=request.run_id,
+            epoch=request.epoch,
+            operation=request.operation,
+            artifact_hash=request.artifact_hash,
+            required_level=request.required_level,
+            ceiling=self.ceiling,
+            now=now,
+        )
+
+    def _claim_key(self, entry: OperationEntry) -> MutationResult | None:
+        """Claim the key for `entry`; return the recorded outcome on a replay; raise on a conflict."""
+        begun = self.store.begin_operation(entry)
+        record = begun.record
+        if begun.kind == "new":
+            return None
+        key = f"key {entry.idempotency_key!r} of run {entry.run_id!r}"
+        ids = {"run_id": entry.run_id, "idempotency_key": entry.idempotency_key, "operation_id": record.operation_id}
+        if begun.kind == "payload_mismatch":
+            raise PayloadMismatchError(
+                f"{key} was already used by operation {record.operation_id} with payload {record.payload_ref}; "
+                f"this request carries a different payload {entry.payload_ref}. Use a new idempotency key for a "
+                "different operation.",
+                **ids,
+            )
+        if begun.kind == "in_flight":
+            if record.state is OperationState.UNKNOWN:
+                raise OperationUnknownError(
+                    f"{key}: operation {record.operation_id} has an UNKNOWN outcome; it must be reconciled against "
+                    "the target before any retry",
+                    **ids,
+                )
+            raise OperationInFlightError(
+                f"{key} is in flight as operation {record.operation_id} (state {record.state.value}); "
+                "a concurrent request with the same key is refused until its outcome is recorded",
+                **ids,
+            )
+        return self._replayed(entry, record)
+
+    @staticmethod
+    def _replayed(entry: OperationEntry, record: IdempotencyRecord) -> MutationResult:
+        if record.state is OperationState.COMMITTED:
+            return MutationResult(
+                operation_id=record.operation_id,
+                idempotency_key=record.idempotency_key,
+                state=OperationState.COMMITTED,
+                outcome=record.outcome,
+                replayed=True,
+            )
+        raise OperationNotCommittedError(
+            f"key {entry.idempotency_key!r} of run {entry.run_id!r}: operation {record.operation_id} was not "
+            "committed by the target; a retry goes through reconciliation, where policy decides",
+            operation_id=record.operation_id,
+            reason="recorded_not_committed",
+        )
+
+    def _rearm(self, entry: OperationEntry) -> None:
+        try:
+            self.store.rearm_operation(entry.run_id, entry.idempotency_key, entry)
+        except StaleEpochError:
+            raise
+        except StoreError as exc:
+            raise RetryRefusedError(f"cannot retry key {entry.idempotency_key!r}: {exc}") from exc
+
+    def _send(self, request: MutationRequest, target: MutationTarget, entry: OperationEntry) -> MutationResult:
+        token = FencingToken(request.run_id, request.epoch)
+        try:
+            receipt = dict(target.apply(entry.operation_id, entry.idempotency_key, token, request.payload))
+        except TargetRejectedError as exc:
+            self._finish(entry.operation_id, OperationState.NOT_COMMITTED, {"refused": exc.reason}, str(exc))
+            if exc.fenced:
+                self._record_stale(request, self.store.current_epoch(request.run_id), where=f"target {target.name}")
+                raise FencedTokenError(
+                    f"target {target.name!r} refused operation {entry.operation_id}: {exc}", run_id=request.run_id,
+                    epoch=request.epoch,
+                ) from exc
+            raise OperationNotCommittedError(
+                f"target {target.name!r} refused operation {entry.operation_id}: {exc}",
+                operation_id=entry.operation_id,
+                reason=exc.reason,
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - every other failure leaves the outcome unknown
+            self._finish(entry.operation_id, OperationState.UNKNOWN, None, f"{type(exc).__name__}: {exc}")
+            raise OutcomeUnknownError(
+                f"operation {entry.operation_id} (key {entry.idempotency_key!r}) was sent to {target.name!r} but "
+                f"not confirmed ({type(exc).__name__}: {exc}); recorded UNKNOWN, reconcile before any retry",
+                operation_id=entry.operation_id,
+            ) from exc
+        outcome: dict[str, Any] = {"target": target.name, "receipt": receipt}
+        state = self._finish(entry.operation_id, OperationState.COMMITTED, outcome, "applied by target")
+        if state is not OperationState.COMMITTED:
+            raise OutcomeUnknownError(
+                f"operation {entry.operation_id}: the target confirmed it, but the ledger holds {state.value}",
+                operation_id=entry.operation_id,
+            )
+        return MutationResult(
+            operation_id=entry.operation_id,
+            idempotency_key=entry.idempotency_key,
+            state=OperationState.COMMITTED,
+            outcome=outcome,
+            replayed=False,
+        )
+
+    def _finish(self, operation_id: str, state: OperationState, outcome: dict[str, Any] | None, detail: str) -> OperationState:
+        """Record the outcome; if reconciliation already decided it, return what the ledger holds."""
+        try:
+            self.store.finish_operation(operation_id, state, outcome, detail)
+            return state
+        except StoreError:
+            return self.store.get_operation(operation_id).state
+
+
+def _error_name(exc: BaseException) -> str:
+    names: dict[type[BaseException], str] = {
+        FencedTokenError: "fenced_at_target",
+        StaleEpochError: "stale_epoch",
+        CapabilityError: "capability",
+        PayloadMismatchError: "payload_mismatch",
+        OperationUnknownError: "unknown_unreconciled",
+        OperationInFlightError: "in_flight",
+        RetryRefusedError: "retry_refused",
+    }
+    for kind, name in names.items():
+        if isinstance(exc, kind):
+            return name
+    return type(exc).__name__

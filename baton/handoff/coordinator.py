@@ -1,0 +1,286 @@
+"""The handoff coordinator: a move is a guarded, two-phase state transition.
+
+prepare: record the request, quiesce a live source at a boundary (or note that
+it could not be quiesced), take the sealed checkpoint and verify every hash,
+list the operations whose outcome is open, choose and reserve a target through
+the compatibility gate. A failed prepare aborts and the source carries on.
+
+commit: advance the epoch with a compare-and-set (which fences the old owner
+at the store, and at every fence-aware target before anyone else starts),
+record the transfer with the decision and the authority after the move.
+
+Restoring on the target is the new owner's step (`baton.handoff.resume`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from baton.cancellation import OutstandingOperation, outstanding_operations
+from baton.checkpoints import RestoredRun, restore
+from baton.compat import HandoffDecision, HandoffPolicy
+from baton.errors import BatonError
+from baton.fencing import FenceAware
+from baton.handoff.quiesce import wait_for_quiesce
+from baton.handoff.selection import rank_targets
+from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement
+from baton.ownership import Coordinator
+from baton.store.base import SqlStore
+from baton.store.blobs import BlobStore
+
+
+class HandoffStatus(StrEnum):
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class HandoffRequest:
+    """Why and where to move a run. `source_alive=False` skips quiescing (the worker is gone)."""
+
+    run_id: str
+    reason: str
+    preferred_targets: tuple[str, ...] = ()
+    excluded_placements: tuple[str, ...] = ()
+    source_alive: bool = True
+
+
+@dataclass(frozen=True)
+class PreparedHandoff:
+    """Everything phase one established; `commit` acts on it."""
+
+    request: HandoffRequest
+    request_seq: int
+    checkpoint: ExecutionCheckpoint
+    restored: RestoredRun
+    source_epoch: int
+    source: Placement
+    target: Placement
+    decision: HandoffDecision
+    pending_operations: tuple[OutstandingOperation, ...]
+    source_quiesced: bool
+
+
+@dataclass(frozen=True)
+class HandoffOutcome:
+    """The end of one handoff attempt."""
+
+    run_id: str
+    status: HandoffStatus
+    reason: str
+    source_placement: str | None
+    target_placement: str | None = None
+    checkpoint_id: str | None = None
+    source_epoch: int | None = None
+    target_epoch: int | None = None
+    new_owner: str | None = None
+    decision: HandoffDecision | None = None
+    abort_reason: str | None = None
+    authority_before: AuthorityLevel | None = None
+    authority_after: AuthorityLevel | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.status is HandoffStatus.COMMITTED
+
+
+def reserved_owner(placement: Placement) -> str:
+    """Lease owner that reserves a run for any worker of `placement` until one adopts it."""
+    return f"placement:{placement.name}"
+
+
+class HandoffCoordinator:
+    """Moves runs between placements; the one handoff path for every trigger."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        blobs: BlobStore,
+        placements: Mapping[str, Placement],
+        *,
+        policy: HandoffPolicy | None = None,
+        fence_targets: Sequence[FenceAware] = (),
+        lease_ttl_s: float = 30.0,
+        quiesce_timeout_s: float = 5.0,
+        owner_for: Callable[[Placement], str] = reserved_owner,
+        ownership: Coordinator | None = None,
+    ) -> None:
+        self.store = store
+        self.blobs = blobs
+        self.placements = dict(placements)
+        self.policy = policy or HandoffPolicy()
+        self.fence_targets = tuple(fence_targets)
+        self.lease_ttl_s = lease_ttl_s
+        self.quiesce_timeout_s = quiesce_timeout_s
+        self.owner_for = owner_for
+        self.ownership = ownership or Coordinator(store, name="handoff-coordinator")
+
+    def handoff(self, request: HandoffRequest) -> HandoffOutcome:
+        """Prepare and, if that succeeds, commit. Never raises for a refused move: it aborts."""
+        prepared = self.prepare(request)
+        if isinstance(prepared, HandoffOutcome):
+            return prepared
+        return self.commit(prepared)
+
+    # -- phase one --------------------------------------------------------------------------
+
+    def prepare(self, request: HandoffRequest) -> PreparedHandoff | HandoffOutcome:
+        """Quiesce, seal, record pending side effects, select and gate a target."""
+        run = self.store.get_run(request.run_id)
+        source_name = run.placement
+        lease = self.store.get_lease(request.run_id)
+        request_seq = self._emit(
+            EventType.HANDOFF_REQUESTED, request.run_id, reason=request.reason, source_placement=source_name,
+            source_epoch=lease.epoch, detail={"source_alive": request.source_alive,
+                                              "preferred": list(request.preferred_targets)},
+        )
+        if run.status != "active":
+            return self._abort(request, request_seq, source_name, f"run is {run.status}, not active", lease.epoch)
+
+        quiesced = False
+        if request.source_alive and lease.owner is not None:
+            answer = wait_for_quiesce(self.store, request.run_id, request_seq, timeout_s=self.quiesce_timeout_s)
+            quiesced = answer is not None
+        lease = self.store.get_lease(request.run_id)
+
+        checkpoint = self.store.latest_checkpoint(request.run_id)
+        if checkpoint is None:
+            return self._abort(request, request_seq, source_name, "no sealed checkpoint to move", lease.epoch)
+        try:
+            restored = restore(self.blobs, checkpoint)
+        except BatonError as exc:
+            return self._abort(request, request_seq, source_name, f"checkpoint does not verify: {exc}", lease.epoch)
+        self._emit(
+            EventType.CHECKPOINT_SEALED, request.run_id, checkpoint=checkpoint, reason="sealed checkpoint for handoff",
+            source_epoch=lease.epoch, detail={"request_seq": request_seq, "checkpoint_hash": checkpoint.checkpoint_hash,
+                                              "source_quiesced": quiesced},
+        )
+        pending = outstanding_operations(self.store, request.run_id)
+
+        excluded = {restored.parts.placement.name, *request.excluded_placements}
+        if source_name:
+            excluded.add(source_name)
+        candidates = [p for name, p in sorted(self.placements.items()) if name not in excluded]
+        now = self.store.db_now()
+        ranked = rank_targets(restored, candidates, self.policy, now=now, preferred=request.preferred_targets)
+        if not ranked or not ranked[0][1].allowed:
+            refusals = {target.name: [r.value for r in decision.reasons] for target, decision in ranked}
+            self._emit(
+                EventType.COMPATIBILITY_FAILED, request.run_id, checkpoint=checkpoint, reason="no compatible target",
+                source_epoch=lease.epoch, source_placement=source_name,
+                detail={"request_seq": request_seq, "refusals": refusals},  # type: ignore[dict-item]
+            )
+            return self._abort(request, request_seq, source_name, "no compatible target", lease.epoch)
+        target, decision = ranked[0]
+        self._emit(
+            EventType.TARGET_SELECTED, request.run_id, checkpoint=checkpoint, source_placement=source_name,
+            target_placement=target.name, source_epoch=lease.epoch, reason=request.reason,
+            detail={"request_seq": request_seq, "reserved_owner": self.owner_for(target),
+                    "pending_operations": [op.operation_id for op in pending]},
+        )
+        self._emit(
+            EventType.COMPATIBILITY_PASSED, request.run_id, checkpoint=checkpoint, source_placement=source_name,
+            target_placement=target.name, source_epoch=lease.epoch, reason=request.reason,
+            decision=decision, detail={"request_seq": request_seq},
+        )
+        return PreparedHandoff(
+            request=request,
+            request_seq=request_seq,
+            checkpoint=checkpoint,
+            restored=restored,
+            source_epoch=lease.epoch,
+            source=restored.parts.placement,
+            target=target,
+            decision=decision,
+            pending_operations=pending,
+            source_quiesced=quiesced,
+        )
+
+    # -- phase two --------------------------------------------------------------------------
+
+    def commit(self, prepared: PreparedHandoff) -> HandoffOutcome:
+        """Fence the old epoch and activate a new one for the target, or abort if the epoch moved."""
+        run_id = prepared.request.run_id
+        owner = self.owner_for(prepared.target)
+        latest = self.store.latest_checkpoint(run_id)
+        if latest is None or latest.checkpoint_hash != prepared.checkpoint.checkpoint_hash:
+            return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                               "the source sealed a newer checkpoint after prepare", prepared.source_epoch)
+        lease = self.ownership.grant(
+            run_id, owner, ttl_s=self.lease_ttl_s, observed_epoch=prepared.source_epoch, force=True,
+            fence_targets=self.fence_targets, reason=f"handoff: {prepared.request.reason}",
+        )
+        if lease is None:
+            return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                               "the epoch moved during the handoff (another coordinator won)", prepared.source_epoch)
+        self._emit(
+            EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint, source_placement=prepared.source.name,
+            target_placement=prepared.target.name, source_epoch=prepared.source_epoch, target_epoch=lease.epoch,
+            reason="old epoch fenced by compare-and-set", detail={"request_seq": prepared.request_seq,
+                                                                  "source_quiesced": prepared.source_quiesced},
+        )
+        self.store.set_run_placement(run_id, prepared.target.name)
+        before = prepared.restored.parts.authority.level
+        after = prepared.decision.authority_ceiling
+        self._emit(
+            EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
+            source_placement=prepared.source.name, target_placement=prepared.target.name,
+            source_epoch=prepared.source_epoch, target_epoch=lease.epoch, reason=prepared.request.reason,
+            decision=prepared.decision, authority_before=before.value, authority_after=after.value,
+            detail={"request_seq": prepared.request_seq, "new_owner": owner,
+                    "pending_operations": [op.operation_id for op in prepared.pending_operations]},
+        )
+        return HandoffOutcome(
+            run_id=run_id,
+            status=HandoffStatus.COMMITTED,
+            reason=prepared.request.reason,
+            source_placement=prepared.source.name,
+            target_placement=prepared.target.name,
+            checkpoint_id=prepared.checkpoint.checkpoint_id,
+            source_epoch=prepared.source_epoch,
+            target_epoch=lease.epoch,
+            new_owner=owner,
+            decision=prepared.decision,
+            authority_before=before,
+            authority_after=after,
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _abort(
+        self, request: HandoffRequest, request_seq: int, source: str | None, why: str, epoch: int
+    ) -> HandoffOutcome:
+        self._emit(
+            EventType.HANDOFF_ABORTED, request.run_id, reason=why, source_placement=source, source_epoch=epoch,
+            detail={"request_seq": request_seq, "requested_for": request.reason},
+        )
+        return HandoffOutcome(
+            run_id=request.run_id,
+            status=HandoffStatus.ABORTED,
+            reason=request.reason,
+            source_placement=source,
+            source_epoch=epoch,
+            abort_reason=why,
+        )
+
+    def _emit(
+        self,
+        event_type: EventType,
+        run_id: str,
+        *,
+        checkpoint: ExecutionCheckpoint | None = None,
+        decision: HandoffDecision | None = None,
+        **fields: object,
+    ) -> int:
+        at: dt.datetime = self.store.db_now()
+        if checkpoint is not None:
+            fields.setdefault("checkpoint_id", checkpoint.checkpoint_id)
+            fields.setdefault("release_id", checkpoint.release_id)
+            fields.setdefault("state_schema", checkpoint.schema_version)
+            fields.setdefault("resume_boundary", checkpoint.boundary.value)
+        if decision is not None:
+            fields["compatibility_decision"] = decision.model_dump(mode="json")
+        return self.store.append_event(Event(event_type=event_type, run_id=run_id, at=at, **fields))  # type: ignore[arg-type]

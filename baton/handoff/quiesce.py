@@ -1,0 +1,88 @@
+"""Quiescing a live source through the event log.
+
+The coordinator records HANDOFF_REQUESTED. A live worker notices it at its
+next semantic boundary, seals a checkpoint, records SOURCE_QUIESCED naming it,
+and then makes no further progress on the run until the handoff commits
+(OWNERSHIP_TRANSFERRED: it drops the run) or aborts (HANDOFF_ABORTED: it goes
+on). Every message is an append-only event, so the protocol needs nothing but
+the store both sides already share.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from baton.models import Event, EventType
+from baton.store.base import SqlStore
+
+
+@dataclass(frozen=True)
+class QuiesceSignal:
+    """A handoff request a worker must answer: its event seq and reason."""
+
+    run_id: str
+    request_seq: int
+    reason: str
+
+
+def pending_handoff_request(store: SqlStore, run_id: str, *, after_seq: int = 0) -> QuiesceSignal | None:
+    """The newest unanswered handoff request of a run after `after_seq`, if any."""
+    events = store.list_events(
+        run_id=run_id,
+        after_seq=after_seq,
+        event_types=[EventType.HANDOFF_REQUESTED, EventType.SOURCE_QUIESCED, EventType.HANDOFF_ABORTED,
+                     EventType.OWNERSHIP_TRANSFERRED],
+    )
+    pending: QuiesceSignal | None = None
+    for seq, event in events:
+        if event.event_type is EventType.HANDOFF_REQUESTED:
+            pending = QuiesceSignal(run_id=run_id, request_seq=seq, reason=event.reason or "")
+        elif pending is not None and event.detail.get("request_seq") == pending.request_seq:
+            pending = None
+    return pending
+
+
+def acknowledge_quiesce(
+    store: SqlStore, signal: QuiesceSignal, *, checkpoint_id: str | None, epoch: int, placement: str, note: str = ""
+) -> int:
+    """Record that the source stopped at a boundary (and which checkpoint it sealed there)."""
+    return store.append_event(
+        Event(
+            event_type=EventType.SOURCE_QUIESCED,
+            run_id=signal.run_id,
+            at=store.db_now(),
+            checkpoint_id=checkpoint_id,
+            source_placement=placement,
+            source_epoch=epoch,
+            reason=signal.reason,
+            detail={"request_seq": signal.request_seq, "note": note},
+        )
+    )
+
+
+def wait_for_quiesce(store: SqlStore, run_id: str, request_seq: int, *, timeout_s: float, poll_s: float = 0.02) -> Event | None:
+    """The SOURCE_QUIESCED answer to `request_seq`, or None if none came within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for _, event in store.list_events(run_id=run_id, after_seq=request_seq, event_types=[EventType.SOURCE_QUIESCED]):
+            if event.detail.get("request_seq") == request_seq:
+                return event
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll_s)
+
+
+def wait_for_handoff_result(
+    store: SqlStore, run_id: str, request_seq: int, *, timeout_s: float, poll_s: float = 0.02
+) -> EventType | None:
+    """For a quiesced source: OWNERSHIP_TRANSFERRED or HANDOFF_ABORTED once decided, None on timeout."""
+    deadline = time.monotonic() + timeout_s
+    wanted = [EventType.OWNERSHIP_TRANSFERRED, EventType.HANDOFF_ABORTED]
+    while True:
+        for _, event in store.list_events(run_id=run_id, after_seq=request_seq, event_types=wanted):
+            if event.detail.get("request_seq") == request_seq:
+                return event.event_type
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll_s)

@@ -1,0 +1,213 @@
+"""The new owner's side of a handoff: restore, apply the reverification rules, resume, confirm.
+
+Rules applied on restore:
+* environment changed  -> observations are revalidated against live state;
+* observation too old  -> it must be refreshed before use;
+* artifact changed     -> evidence that does not bind to the current
+                          candidate hash is dropped, the run goes back to
+                          verification;
+* authority changed    -> the context is reduced to the placement ceiling and
+                          approvals are re-requested;
+* release changed      -> already decided by the gate (behavioral migration
+                          means revalidate, reverify and reauthorize).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from baton.authority import authority_after_handoff
+from baton.checkpoints import RestoredRun, restore
+from baton.compat import HandoffDecision
+from baton.errors import CheckpointIntegrityError, StaleEpochError
+from baton.models import (
+    AuthorityContext,
+    Boundary,
+    Event,
+    EventType,
+    ExecutionCheckpoint,
+    Observation,
+    OperationEntry,
+    Placement,
+    UseMode,
+    VerifierEvidence,
+)
+from baton.store.base import SqlStore
+from baton.store.blobs import BlobStore
+
+_NEEDS_EVIDENCE = {Boundary.VERIFIED, Boundary.AWAITING_AUTHORITY, Boundary.AUTHORIZED}
+
+
+@dataclass(frozen=True)
+class ObservationUse:
+    """An observation and the mode the resumed run must use it in."""
+
+    observation: Observation
+    mode: UseMode
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What the new owner resumes from, and what it must redo first."""
+
+    run_id: str
+    epoch: int
+    placement: Placement
+    restored: RestoredRun
+    boundary: Boundary
+    authority: AuthorityContext
+    observation_uses: tuple[ObservationUse, ...]
+    valid_evidence: tuple[VerifierEvidence, ...]
+    dropped_evidence: tuple[VerifierEvidence, ...]
+    unresolved_operations: tuple[OperationEntry, ...]
+    environment_changed: bool
+    requires_reverification: bool
+    requires_reauthorization: bool
+
+    @property
+    def checkpoint(self) -> ExecutionCheckpoint:
+        return self.restored.checkpoint
+
+    @property
+    def observations_to_revalidate(self) -> tuple[ObservationUse, ...]:
+        return tuple(use for use in self.observation_uses if use.mode is not UseMode.USE_RECORDED_OBSERVATION)
+
+
+def latest_transfer_decision(store: SqlStore, run_id: str, epoch: int) -> HandoffDecision | None:
+    """The gate decision recorded when ownership moved to `epoch`, if the run got there by a handoff."""
+    for _, event in reversed(store.list_events(run_id=run_id, event_types=[EventType.OWNERSHIP_TRANSFERRED])):
+        if event.target_epoch is not None and event.target_epoch <= epoch and event.compatibility_decision:
+            return HandoffDecision.model_validate(event.compatibility_decision)
+    return None
+
+
+def prepare_resume(
+    store: SqlStore,
+    blobs: BlobStore,
+    run_id: str,
+    *,
+    placement: Placement,
+    epoch: int,
+    now: dt.datetime | None = None,
+) -> ResumePlan:
+    """Restore the run's latest checkpoint for the owner of `epoch` on `placement`.
+
+    Raises StaleEpochError if `epoch` is not the run's current epoch, and
+    CheckpointIntegrityError if any part fails verification.
+    """
+    current = store.current_epoch(run_id)
+    if epoch != current:
+        raise StaleEpochError(f"run {run_id!r}: cannot resume at epoch {epoch}, the current epoch is {current}")
+    checkpoint = store.latest_checkpoint(run_id)
+    if checkpoint is None:
+        raise CheckpointIntegrityError(f"run {run_id!r} has no sealed checkpoint to resume from")
+    restored = restore(blobs, checkpoint)
+    now = now or store.db_now()
+    decision = latest_transfer_decision(store, run_id, epoch)
+    parts = restored.parts
+    environment_changed = parts.placement.environment.environment_id != placement.environment.environment_id
+    uses = tuple(
+        ObservationUse(observation=o, mode=o.required_use_mode(now, environment_changed=environment_changed))
+        for o in restored.observations
+    )
+
+    candidate = parts.current_candidate
+    reverify = bool(decision and decision.requires_reverification)
+    valid, dropped = [], []
+    for evidence in parts.evidence:
+        binds = candidate is not None and evidence.applies_to(candidate.artifact_hash)
+        (valid if binds and not reverify else dropped).append(evidence)
+
+    authority = authority_after_handoff(
+        parts.authority, placement.authority_ceiling, run_id=run_id, events=store,
+        source_placement=parts.placement.name, target_placement=placement.name, at=now,
+    )
+    reauthorize = authority.level != parts.authority.level or bool(decision and decision.requires_reauthorization)
+    if reauthorize:
+        authority = authority.model_copy(update={"approvals": ()})
+    else:
+        live = tuple(
+            a for a in authority.approvals
+            if candidate is not None and a.artifact_hash == candidate.artifact_hash and now < a.expires_at
+        )
+        authority = authority.model_copy(update={"approvals": live})
+
+    boundary = checkpoint.boundary
+    if boundary in _NEEDS_EVIDENCE and not any(e.passed for e in valid):
+        boundary = Boundary.CANDIDATE_READY
+    elif boundary is Boundary.AUTHORIZED and not authority.approvals:
+        boundary = Boundary.AWAITING_AUTHORITY
+
+    plan = ResumePlan(
+        run_id=run_id,
+        epoch=epoch,
+        placement=placement,
+        restored=restored,
+        boundary=boundary,
+        authority=authority,
+        observation_uses=uses,
+        valid_evidence=tuple(valid),
+        dropped_evidence=tuple(dropped),
+        unresolved_operations=parts.operations.unresolved(),
+        environment_changed=environment_changed,
+        requires_reverification=bool(dropped),
+        requires_reauthorization=reauthorize,
+    )
+    _record_restore(store, plan, now)
+    return plan
+
+
+def _record_restore(store: SqlStore, plan: ResumePlan, now: dt.datetime) -> None:
+    ckpt = plan.checkpoint
+    common = dict(
+        run_id=plan.run_id, at=now, checkpoint_id=ckpt.checkpoint_id, target_placement=plan.placement.name,
+        target_epoch=plan.epoch, release_id=ckpt.release_id, state_schema=ckpt.schema_version,
+    )
+    store.append_event(Event(event_type=EventType.STATE_RESTORED, resume_boundary=ckpt.boundary.value,
+                             detail={"checkpoint_hash": ckpt.checkpoint_hash,
+                                     "observations": len(plan.observation_uses)}, **common))  # type: ignore[arg-type]
+    if plan.observations_to_revalidate:
+        store.append_event(Event(
+            event_type=EventType.REVALIDATION_STARTED, reason="environment changed or observations stale",
+            detail={"modes": {u.observation.source: u.mode.value for u in plan.observations_to_revalidate}},
+            **common,  # type: ignore[arg-type]
+        ))
+    if plan.dropped_evidence:
+        store.append_event(Event(
+            event_type=EventType.REVERIFICATION_REQUIRED, reason="evidence does not bind to the resumed artifact",
+            detail={"dropped": [e.candidate_hash for e in plan.dropped_evidence]}, **common,  # type: ignore[arg-type]
+        ))
+    store.append_event(Event(event_type=EventType.RESUME_STARTED, resume_boundary=plan.boundary.value,
+                             authority_after=plan.authority.level.value,
+                             detail={"unresolved_operations": [o.operation_id for o in plan.unresolved_operations]},
+                             **common))  # type: ignore[arg-type]
+
+
+def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint, restored_first: RestoredRun) -> list[str]:
+    """Check the first checkpoint sealed after resuming; record RESUME_VERIFIED or REVALIDATION_FAILED.
+
+    Returns the problems found (empty when the resumed transition keeps every invariant).
+    """
+    problems: list[str] = []
+    before, after = plan.restored.parts, restored_first.parts
+    if first.owner_epoch != plan.epoch:
+        problems.append(f"sealed at epoch {first.owner_epoch}, resumed at {plan.epoch}")
+    if first.parent_checkpoint_hash != plan.checkpoint.checkpoint_hash and first.seq > plan.checkpoint.seq:
+        problems.append("first checkpoint does not descend from the restored one")
+    if not after.budget.used.covers(before.budget.used):
+        problems.append("budget usage decreased across the handoff")
+    if not plan.authority.level.allows(after.authority.level):
+        problems.append(f"authority {after.authority.level.value} exceeds the resumed ceiling {plan.authority.level.value}")
+    candidate = after.current_candidate
+    if first.boundary in _NEEDS_EVIDENCE and not any(
+        e.passed and candidate is not None and e.applies_to(candidate.artifact_hash) for e in after.evidence
+    ):
+        problems.append(f"boundary {first.boundary.value} without passing evidence for the current candidate hash")
+    store.append_event(Event(
+        event_type=EventType.REVALIDATION_FAILED if problems else EventType.RESUME_VERIFIED,
+        run_id=plan.run_id, at=store.db_now(), checkpoint_id=first.checkpoint_id, target_placement=plan.placement.name,
+        target_epoch=plan.epoch, resume_boundary=first.boundary.value,
+        reason="; ".join(problems) or "first resumed transition keeps every invariant",
+    ))
+    return problems

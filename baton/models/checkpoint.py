@@ -1,0 +1,125 @@
+"""The execution checkpoint: a hash-sealed manifest of durable refs at a semantic boundary."""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from baton.errors import CheckpointIntegrityError
+from baton.identity import ref_of
+from baton.models.base import Record, Ref
+from baton.models.constraints import PortabilityConstraints
+
+CHECKPOINT_SCHEMA_VERSION = "2"
+"""The schema version this code writes."""
+
+
+class Boundary(StrEnum):
+    """Semantic boundaries of a run's lifecycle; checkpoints are sealed only here."""
+
+    GENERATING = "GENERATING"
+    CANDIDATE_READY = "CANDIDATE_READY"
+    VERIFYING = "VERIFYING"
+    VERIFIED = "VERIFIED"
+    AWAITING_AUTHORITY = "AWAITING_AUTHORITY"
+    AUTHORIZED = "AUTHORIZED"
+    COMMITTING = "COMMITTING"
+    COMMITTED = "COMMITTED"
+    POSTCONDITION_VERIFIED = "POSTCONDITION_VERIFIED"
+    FAILED = "FAILED"
+    ESCALATED = "ESCALATED"
+
+
+class ResumabilityClass(StrEnum):
+    """How a run may be resumed from a checkpoint."""
+
+    R0 = "R0"  # not resumable
+    R1 = "R1"  # restart from the previous durable boundary
+    R2 = "R2"  # resume from deterministic state
+    R3 = "R3"  # resume with recorded observations
+    R4 = "R4"  # resume after ownership transfer
+    R5 = "R5"  # resume after external side effects, with reconciliation
+    MIGRATION_UNSAFE = "MIGRATION_UNSAFE"
+
+
+class RunKind(StrEnum):
+    PLANNING = "planning"
+    RESEARCH = "research"
+    CODING = "coding"
+    BROWSER = "browser"
+    DEPLOY = "deploy"
+
+
+_CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9_.:-]+/[0-9]{6,}$"
+
+
+def checkpoint_id_for(run_id: str, seq: int) -> str:
+    """The id of the `seq`-th checkpoint of a run."""
+    return f"{run_id}/{seq:06d}"
+
+
+class ExecutionCheckpoint(Record):
+    """Everything needed to rebuild a run's logical state elsewhere, by durable ref.
+
+    `checkpoint_hash` covers every other field; the record refuses to exist
+    with a hash that does not match, so a tampered checkpoint fails on load.
+    """
+
+    schema_version: str = CHECKPOINT_SCHEMA_VERSION
+    run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    checkpoint_id: str = Field(pattern=_CHECKPOINT_ID_PATTERN)
+    seq: int = Field(ge=0)
+    parent_checkpoint_id: str | None = None
+    parent_checkpoint_hash: Ref | None = None
+    migrated_from_hash: Ref | None = None
+    run_kind: RunKind
+    release_id: Ref
+    environment_id: Ref
+    placement_ref: Ref
+    task_state_ref: Ref
+    observation_manifest_ref: Ref
+    candidate_manifest_ref: Ref
+    verifier_evidence_ref: Ref
+    workspace_snapshot_ref: Ref | None = None
+    memory_snapshot_ref: Ref | None = None
+    search_state_ref: Ref | None = None
+    operation_ledger_ref: Ref
+    authority_context_ref: Ref
+    budget_ledger_ref: Ref
+    constraints: PortabilityConstraints = Field(default_factory=PortabilityConstraints)
+    owner_epoch: int = Field(ge=0)
+    boundary: Boundary
+    resumability: ResumabilityClass
+    resumability_reasons: tuple[str, ...] = ()
+    sealed_at: dt.datetime
+    checkpoint_hash: Ref
+
+    @staticmethod
+    def compute_hash(fields: dict[str, Any]) -> str:
+        """Hash of every field except `checkpoint_hash` itself."""
+        body = {key: value for key, value in fields.items() if key != "checkpoint_hash"}
+        return ref_of(body)
+
+    @classmethod
+    def seal(cls, **fields: Any) -> ExecutionCheckpoint:
+        """Build a checkpoint from its fields and seal it with its hash."""
+        unsealed = cls.model_construct(**fields, checkpoint_hash="sha256:" + "0" * 64)
+        body = unsealed.model_dump(mode="json")
+        return cls(**fields, checkpoint_hash=cls.compute_hash(body))
+
+    @model_validator(mode="after")
+    def _hash_matches(self) -> ExecutionCheckpoint:
+        expected = self.compute_hash(self.model_dump(mode="json"))
+        if expected != self.checkpoint_hash:
+            raise CheckpointIntegrityError(
+                f"checkpoint {self.checkpoint_id}: recorded hash {self.checkpoint_hash} "
+                f"does not match content hash {expected} (corrupt or tampered)"
+            )
+        if self.checkpoint_id != checkpoint_id_for(self.run_id, self.seq):
+            raise ValueError(f"checkpoint_id {self.checkpoint_id!r} does not match run {self.run_id!r} seq {self.seq}")
+        if (self.parent_checkpoint_id is None) != (self.parent_checkpoint_hash is None):
+            raise ValueError("parent_checkpoint_id and parent_checkpoint_hash go together")
+        return self

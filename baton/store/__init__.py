@@ -1,0 +1,1 @@
+"""Durable storage: a content-addressed blob store and a SQL store (SQLite or PostgreSQL)."""

@@ -1,0 +1,27 @@
+"""The SQL store: one implementation over a small dialect, shared by SQLite and PostgreSQL.
+
+`SqlStore` is the interface every backend implements by supplying only
+connections, transaction start and error translation (see `core.StoreCore`)
+plus a `Dialect`. All SQL is shared: the record methods live in the mixins
+combined here, the schema in `migrations`. Every public method runs in
+exactly one transaction. Compare-and-set steps are single conditional
+UPDATEs or run under a row lock, and every time that decides ownership comes
+from the database clock.
+"""
+
+from __future__ import annotations
+
+from baton.store.checkpoints_sql import CheckpointsSql
+from baton.store.core import Row, StoreCore, Tx
+from baton.store.leases_sql import LeasesSql
+from baton.store.operations_sql import OperationsSql
+from baton.store.runs_sql import RunsSql
+
+__all__ = ["Row", "SqlStore", "StoreCore", "Tx"]
+
+
+class SqlStore(RunsSql, CheckpointsSql, LeasesSql, OperationsSql):
+    """Runs, checkpoints, events, leases, operations and budget charges in a SQL database.
+
+    Abstract: open a backend with `baton.store.factory.open_store`.
+    """

@@ -1,0 +1,112 @@
+"""Sealed checkpoints of the SQL store: an append-only, hash-linked chain per run."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StoreError
+from baton.models.checkpoint import ExecutionCheckpoint
+from baton.store.core import Row, StoreCore
+from baton.store.dialect import require_aware
+
+_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body"
+
+
+class CheckpointsSql(StoreCore):
+    """Append and read checkpoints; every read re-validates the seal."""
+
+    @staticmethod
+    def _checkpoint(row: Row) -> ExecutionCheckpoint:
+        checkpoint_id, run_id, seq, stored_hash, body = row
+        try:
+            ckpt = ExecutionCheckpoint.model_validate_json(body)
+        except ValidationError as exc:
+            raise CheckpointIntegrityError(f"checkpoint {checkpoint_id}: stored body does not validate: {exc}") from exc
+        if ckpt.checkpoint_hash != stored_hash:
+            raise CheckpointIntegrityError(
+                f"checkpoint {checkpoint_id}: row hash {stored_hash} differs from "
+                f"the body's hash {ckpt.checkpoint_hash}"
+            )
+        if (ckpt.checkpoint_id, ckpt.run_id, ckpt.seq) != (checkpoint_id, run_id, int(seq)):
+            raise CheckpointIntegrityError(
+                f"checkpoint {checkpoint_id}: row (run {run_id}, seq {seq}) does not match its body "
+                f"({ckpt.checkpoint_id}, run {ckpt.run_id}, seq {ckpt.seq})"
+            )
+        return ckpt
+
+    def append_checkpoint(self, ckpt: ExecutionCheckpoint) -> None:
+        """Append the run's next checkpoint: seq latest+1 (0 first), parent = the latest."""
+        expected_hash = ExecutionCheckpoint.compute_hash(ckpt.model_dump(mode="json"))
+        if expected_hash != ckpt.checkpoint_hash:
+            raise CheckpointIntegrityError(
+                f"checkpoint {ckpt.checkpoint_id}: hash {ckpt.checkpoint_hash} does not match content {expected_hash}"
+            )
+        with self._tx() as tx:
+            self._lock_run(tx, ckpt.run_id)
+            latest = tx.one(
+                "SELECT seq, checkpoint_id, checkpoint_hash FROM checkpoints "
+                "WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
+                (ckpt.run_id,),
+            )
+            self._check_chain(ckpt, latest)
+            tx.rows(
+                "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
+                "schema_version, boundary, body, sealed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    ckpt.checkpoint_id,
+                    ckpt.run_id,
+                    ckpt.seq,
+                    ckpt.checkpoint_hash,
+                    ckpt.parent_checkpoint_id,
+                    ckpt.schema_version,
+                    ckpt.boundary.value,
+                    ckpt.model_dump_json(),
+                    self.dialect.ts_in(require_aware(ckpt.sealed_at, "sealed_at")),
+                ),
+            )
+
+    @staticmethod
+    def _check_chain(ckpt: ExecutionCheckpoint, latest: Row | None) -> None:
+        where = f"checkpoint {ckpt.checkpoint_id} of run {ckpt.run_id!r}"
+        if latest is None:
+            if ckpt.seq != 0:
+                raise StoreError(f"{where}: the run has no checkpoint yet, so seq must be 0, not {ckpt.seq}")
+            if ckpt.parent_checkpoint_id is not None:
+                raise StoreError(f"{where}: the first checkpoint cannot name a parent ({ckpt.parent_checkpoint_id})")
+            return
+        seq, parent_id, parent_hash = int(latest[0]), latest[1], latest[2]
+        if ckpt.seq != seq + 1:
+            raise StoreError(f"{where}: seq must be {seq + 1} (latest is {seq}), not {ckpt.seq}")
+        if ckpt.parent_checkpoint_id != parent_id or ckpt.parent_checkpoint_hash != parent_hash:
+            raise StoreError(
+                f"{where}: parent must be the latest checkpoint {parent_id} ({parent_hash}), "
+                f"not {ckpt.parent_checkpoint_id} ({ckpt.parent_checkpoint_hash})"
+            )
+
+    def get_checkpoint(self, checkpoint_id: str) -> ExecutionCheckpoint:
+        """The checkpoint, re-validated; CheckpointIntegrityError if it was tampered with."""
+        with self._tx(write=False) as tx:
+            row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,))
+        if row is None:
+            raise RecordNotFoundError(f"checkpoint {checkpoint_id!r} is not in the store")
+        return self._checkpoint(row)
+
+    def latest_checkpoint(self, run_id: str) -> ExecutionCheckpoint | None:
+        """The run's highest-seq checkpoint, or None if it has none."""
+        with self._tx(write=False) as tx:
+            row = tx.one(
+                f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
+            )
+        return None if row is None else self._checkpoint(row)
+
+    def list_checkpoints(self, run_id: str) -> list[ExecutionCheckpoint]:
+        """The run's checkpoints in seq order."""
+        with self._tx(write=False) as tx:
+            rows = tx.rows(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [self._checkpoint(row) for row in rows]
+
+    def checkpoint_by_hash(self, checkpoint_hash: str) -> ExecutionCheckpoint | None:
+        """The checkpoint sealed with `checkpoint_hash`, or None."""
+        with self._tx(write=False) as tx:
+            row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_hash = ?", (checkpoint_hash,))
+        return None if row is None else self._checkpoint(row)

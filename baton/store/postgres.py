@@ -1,0 +1,117 @@
+"""PostgreSQL backend (psycopg 3): autocommit off, one explicit transaction per store call.
+
+Row locks (`SELECT ... FOR UPDATE`) and conditional UPDATEs give the
+compare-and-set steps; under READ COMMITTED a blocked conditional UPDATE
+re-checks its condition against the winner's row, so exactly one caller wins.
+Sessions run in UTC; the database clock is the server's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+
+from baton.store.base import SqlStore
+from baton.store.dialect import APPEND_ONLY_MARK, Dialect
+
+# Arbitrary fixed keys for pg_advisory_xact_lock (64-bit signed).
+MIGRATION_LOCK_KEY = 0x6261746F6E_01  # "baton" + 1
+EVENT_APPEND_LOCK_KEY = 0x6261746F6E_02
+APPEND_ONLY_SQLSTATE = "BA001"
+
+_APPEND_ONLY_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION baton_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $body$\n"
+    "BEGIN\n"
+    f"    RAISE EXCEPTION '{APPEND_ONLY_MARK}: % on % is refused', TG_OP, TG_TABLE_NAME\n"
+    f"        USING ERRCODE = '{APPEND_ONLY_SQLSTATE}';\n"
+    "END\n"
+    "$body$"
+)
+
+
+class PostgresDialect(Dialect):
+    name = "postgres"
+    # statement_timestamp(): one value per statement, taken when the server receives it.
+    now_sql = "statement_timestamp()"
+    now_plus_sql = "(statement_timestamp() + make_interval(secs => ?))"
+    clock_sql = "clock_timestamp()"
+    json_param_sql = "CAST(? AS jsonb)"
+    for_update_sql = "FOR UPDATE"
+    ts_type = "TIMESTAMPTZ"
+    json_type = "JSONB"
+    serial_pk = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    migration_lock_sql = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+    event_append_lock_sql = f"SELECT pg_advisory_xact_lock({EVENT_APPEND_LOCK_KEY})"
+
+    def _placeholders(self, sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    def duration_param(self, seconds: float) -> object:
+        return float(seconds)
+
+    def ts_in(self, value: dt.datetime) -> object:
+        return value
+
+    def ts_out(self, value: Any) -> dt.datetime:
+        if not isinstance(value, dt.datetime):
+            raise TypeError(f"expected a timestamptz, got {value!r}")
+        return value.astimezone(dt.timezone.utc)
+
+    def append_only_setup_ddl(self) -> list[str]:
+        return [_APPEND_ONLY_FUNCTION]
+
+    def append_only_ddl(self, table: str) -> list[str]:
+        return [
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION baton_refuse_change()",
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION baton_refuse_change()",
+        ]
+
+
+class PostgresStore(SqlStore):
+    """The shared store: a PostgreSQL database."""
+
+    backend = "postgres"
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 10, migrate: bool = True) -> None:
+        super().__init__()
+        self.url = url
+        self.connect_timeout_s = connect_timeout_s
+        self.dialect = PostgresDialect()
+        if migrate:
+            self.migrate()
+
+    def __repr__(self) -> str:
+        return "PostgresStore(<url hidden>)"
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(
+            self.url, autocommit=False, connect_timeout=self.connect_timeout_s, application_name="baton"
+        )
+        try:
+            conn.execute("SET TIME ZONE 'UTC'")
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _is_usable(self, conn: Any) -> bool:
+        return not conn.closed and not conn.broken
+
+    def _begin(self, conn: Any, write: bool) -> None:
+        # With autocommit off, psycopg opens the transaction at the first statement.
+        del conn, write
+
+    def _commit(self, conn: Any) -> None:
+        conn.commit()
+
+    def _rollback(self, conn: Any) -> None:
+        if not conn.closed:
+            conn.rollback()
+
+    def _is_db_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error)

@@ -1,0 +1,155 @@
+"""Runs and the event log of the SQL store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from baton.errors import RecordNotFoundError, StoreError
+from baton.models.checkpoint import RunKind
+from baton.models.events import Event, EventType
+from baton.store.core import Row, StoreCore, Tx, json_text
+from baton.store.dialect import require_aware
+from baton.store.records import RUN_STATUSES, RunRecord
+
+_RUN_COLUMNS = "run_id, kind, release_id, placement, status, created_at, updated_at, detail"
+
+
+def _status(status: str) -> str:
+    if status not in RUN_STATUSES:
+        raise StoreError(f"unknown run status {status!r}; expected one of {sorted(RUN_STATUSES)}")
+    return status
+
+
+class RunsSql(StoreCore):
+    """Runs (one lease row each, created with the run) and append-only events."""
+
+    def _run(self, row: Row) -> RunRecord:
+        ts = self.dialect.ts_out
+        return RunRecord(
+            run_id=row[0],
+            kind=RunKind(row[1]),
+            release_id=row[2],
+            placement=row[3],
+            status=row[4],
+            created_at=ts(row[5]),
+            updated_at=ts(row[6]),
+            detail=self.dialect.json_out(row[7]) or {},
+        )
+
+    def _run_row(self, tx: Tx, run_id: str, lock: bool = False) -> Row:
+        row = tx.one(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?" + (" {for_update}" if lock else ""),
+            (run_id,),
+        )
+        if row is None:
+            raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+        return row
+
+    def create_run(
+        self,
+        run_id: str,
+        kind: RunKind | str,
+        release_id: str,
+        placement: str | None,
+        detail: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        """Record a new active run and its lease row (epoch 0, no owner)."""
+        if not run_id:
+            raise StoreError("run_id must not be empty")
+        run_kind = RunKind(kind)
+        detail_json = json_text(detail or {}, f"detail of run {run_id!r}")
+        with self._tx() as tx:
+            if tx.one("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)) is not None:
+                raise StoreError(f"run {run_id!r} already exists")
+            tx.rows(
+                "INSERT INTO runs (run_id, kind, release_id, placement, status, created_at, updated_at, detail) "
+                "VALUES (?, ?, ?, ?, 'active', {now}, {now}, {json})",
+                (run_id, run_kind.value, release_id, placement, detail_json),
+            )
+            tx.rows(
+                "INSERT INTO leases (run_id, owner, epoch, expires_at, updated_at) VALUES (?, NULL, 0, NULL, {now})",
+                (run_id,),
+            )
+            row = self._run_row(tx, run_id)
+        return self._run(row)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run `run_id`; RecordNotFoundError (a StoreError) if unknown."""
+        with self._tx(write=False) as tx:
+            row = self._run_row(tx, run_id)
+        return self._run(row)
+
+    def list_runs(self, status: str | None = None) -> list[RunRecord]:
+        """Runs in creation order, optionally only those with `status`."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " WHERE status = ?"
+            params = (_status(status),)
+        with self._tx(write=False) as tx:
+            rows = tx.rows(sql + " ORDER BY created_at, run_id", params)
+        return [self._run(row) for row in rows]
+
+    def set_run_status(self, run_id: str, status: str, detail: dict[str, Any] | None = None) -> RunRecord:
+        """Set a run's status; `detail`, when given, is merged into the run's detail."""
+        _status(status)
+        with self._tx() as tx:
+            current = self._run(self._run_row(tx, run_id, lock=True))
+            merged = {**current.detail, **(detail or {})}
+            tx.rows(
+                "UPDATE runs SET status = ?, detail = {json}, updated_at = {now} WHERE run_id = ?",
+                (status, json_text(merged, f"detail of run {run_id!r}"), run_id),
+            )
+            row = self._run_row(tx, run_id)
+        return self._run(row)
+
+    def set_run_placement(self, run_id: str, placement: str | None) -> RunRecord:
+        """Record where the run now executes."""
+        with self._tx() as tx:
+            self._run_row(tx, run_id, lock=True)
+            tx.rows("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
+            row = self._run_row(tx, run_id)
+        return self._run(row)
+
+    # -- events ------------------------------------------------------------------------
+
+    def append_event(self, event: Event) -> int:
+        """Append an event; return its seq (seq order is commit order)."""
+        at = self.dialect.ts_in(require_aware(event.at, "event time"))
+        with self._tx() as tx:
+            if self.dialect.event_append_lock_sql:
+                tx.rows(self.dialect.event_append_lock_sql)
+            row = tx.one(
+                "INSERT INTO events (run_id, event_type, at, body) VALUES (?, ?, ?, {json}) RETURNING seq",
+                (event.run_id, event.event_type.value, at, event.model_dump_json()),
+            )
+        assert row is not None
+        return int(row[0])
+
+    def list_events(
+        self,
+        run_id: str | None = None,
+        after_seq: int = 0,
+        event_types: Iterable[EventType | str] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[int, Event]]:
+        """Events with seq > after_seq, in seq order, optionally filtered."""
+        sql = "SELECT seq, body FROM events WHERE seq > ?"
+        params: list[Any] = [after_seq]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        if event_types is not None:
+            types = [EventType(value).value for value in event_types]
+            if not types:
+                return []
+            sql += " AND event_type IN (" + ", ".join("?" for _ in types) + ")"
+            params.extend(types)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        with self._tx(write=False) as tx:
+            rows = tx.rows(sql, params)
+        return [(int(seq), Event.model_validate(self.dialect.json_out(body))) for seq, body in rows]

@@ -1,0 +1,1 @@
+"""Real systems that agents act on, each behind the gateway's `MutationTarget` protocol."""

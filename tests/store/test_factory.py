@@ -1,0 +1,67 @@
+"""open_store / baton_home / open_blobs choose the backend from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baton.errors import StoreError
+from baton.store.blobs import BlobStore
+from baton.store.factory import baton_home, open_blobs, open_store
+from baton.store.postgres import PostgresStore
+from baton.store.sqlite import SqliteStore
+
+
+def test_baton_home_defaults_to_dot_baton(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BATON_HOME", raising=False)
+    assert baton_home() == Path(".baton")
+    monkeypatch.setenv("BATON_HOME", "/srv/baton")
+    assert baton_home() == Path("/srv/baton")
+
+
+def test_embedded_sqlite_under_baton_home(baton_home: Path) -> None:
+    with open_store() as store:
+        assert isinstance(store, SqliteStore)
+        assert store.backend == "sqlite"
+        assert store.path == baton_home / "baton.db"
+    assert (baton_home / "baton.db").exists()
+
+
+def test_explicit_home_and_sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BATON_DATABASE_URL", raising=False)
+    with open_store(None, tmp_path / "home") as store:
+        assert isinstance(store, SqliteStore) and store.path == tmp_path / "home" / "baton.db"
+    with open_store("sqlite:///" + str(tmp_path / "other.db")) as store:
+        assert isinstance(store, SqliteStore) and store.path == tmp_path / "other.db"
+
+
+def test_unsupported_url_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="mysql"):
+        open_store("mysql://db/baton", tmp_path)
+
+
+def test_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    with open_store(None, tmp_path) as store:
+        assert store.execute_raw("PRAGMA journal_mode") == [("wal",)]
+        assert store.execute_raw("PRAGMA synchronous") == [(2,)]  # FULL
+        assert store.execute_raw("PRAGMA foreign_keys") == [(1,)]
+
+
+def test_database_url_from_environment_selects_postgres(
+    postgres_url: str, baton_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
+    with open_store() as store:
+        assert isinstance(store, PostgresStore)
+        assert store.backend == "postgres"
+        assert store.applied_migrations()
+        assert "postgresql" not in repr(store)
+    assert not (baton_home / "baton.db").exists()
+
+
+def test_open_blobs_under_home(tmp_path: Path) -> None:
+    blobs = open_blobs(tmp_path)
+    assert isinstance(blobs, BlobStore) and blobs.root == tmp_path / "blobs"
+    ref = blobs.put(b"hello")
+    assert blobs.get(ref) == b"hello"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StoreError
+from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpochError, StoreError
 from baton.models.checkpoint import ExecutionCheckpoint
-from baton.store.core import Row, StoreCore
+from baton.store.core import Row, StoreCore, Tx
 from baton.store.dialect import require_aware
 
 _CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body"
@@ -34,6 +34,17 @@ class CheckpointsSql(StoreCore):
             )
         return ckpt
 
+    @staticmethod
+    def _check_owner_epoch(tx: Tx, ckpt: ExecutionCheckpoint) -> None:
+        # A fenced worker must not extend the chain: sealing is a mutation too.
+        row = tx.one("SELECT epoch FROM leases WHERE run_id = ?", (ckpt.run_id,))
+        current = 0 if row is None else int(row[0])
+        if ckpt.owner_epoch < current:
+            raise StaleEpochError(
+                f"checkpoint {ckpt.checkpoint_id} of run {ckpt.run_id!r} was sealed at epoch {ckpt.owner_epoch}, "
+                f"but the run's current epoch is {current}: the sealing worker has been fenced"
+            )
+
     def append_checkpoint(self, ckpt: ExecutionCheckpoint) -> None:
         """Append the run's next checkpoint: seq latest+1 (0 first), parent = the latest."""
         expected_hash = ExecutionCheckpoint.compute_hash(ckpt.model_dump(mode="json"))
@@ -43,6 +54,7 @@ class CheckpointsSql(StoreCore):
             )
         with self._tx() as tx:
             self._lock_run(tx, ckpt.run_id)
+            self._check_owner_epoch(tx, ckpt)
             latest = tx.one(
                 "SELECT seq, checkpoint_id, checkpoint_hash FROM checkpoints "
                 "WHERE run_id = ? ORDER BY seq DESC LIMIT 1",

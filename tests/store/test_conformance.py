@@ -697,3 +697,21 @@ def test_forked_child_opens_its_own_connection(store: SqlStore) -> None:
     assert os.WEXITSTATUS(status) == 0
     store.append_event(event(run.run_id, detail={"from": "parent"}))
     assert [e.detail["from"] for _, e in store.list_events(run.run_id)] == ["child", "parent"]
+
+
+
+def test_fenced_worker_cannot_append_a_checkpoint(store: SqlStore) -> None:
+    """Sealing is a mutation: a checkpoint from an epoch below the current one is refused."""
+    from baton.errors import StaleEpochError
+
+    run_id = new_run(store).run_id
+    first = store.acquire_lease(run_id, "w1", 30.0, 0)
+    assert first is not None
+    store.append_checkpoint(checkpoint(run_id, 0, owner_epoch=first.epoch))
+    taken = store.acquire_lease(run_id, "w2", 30.0, first.epoch, require_expired=False)
+    assert taken is not None
+    latest = store.latest_checkpoint(run_id)
+    with pytest.raises(StaleEpochError, match="fenced"):
+        store.append_checkpoint(checkpoint(run_id, 1, latest, owner_epoch=first.epoch))
+    assert store.latest_checkpoint(run_id) == latest
+    store.append_checkpoint(checkpoint(run_id, 1, latest, owner_epoch=taken.epoch))

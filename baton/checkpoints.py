@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from baton.errors import BlobNotFoundError, CheckpointIntegrityError, IntegrityError
 from baton.models import (
@@ -38,8 +38,12 @@ from baton.models import (
     WorkspaceIdentity,
     checkpoint_id_for,
 )
+from baton.identity import sha256_ref
 from baton.secret_scan import ensure_no_secrets
-from baton.store.blobs import BlobStore
+from baton.store.base import SqlStore
+from baton.store.blobs import Blobs
+from baton.store.sql_blobs import SqlBlobStore
+from baton.store.staging import StagedBlobs
 
 R = TypeVar("R", bound=Record)
 
@@ -75,12 +79,12 @@ class RestoredRun:
     observations: tuple[Observation, ...]
 
 
-def put_record(blobs: BlobStore, record: Record) -> str:
+def put_record(blobs: Blobs, record: Record) -> str:
     """Store a record's canonical JSON; return its ref."""
     return blobs.put(record.canonical())
 
 
-def get_record(blobs: BlobStore, ref: str, model: type[R], *, what: str) -> R:
+def get_record(blobs: Blobs, ref: str, model: type[R], *, what: str) -> R:
     """Fetch, verify and parse one record; missing or corrupt parts name what they were."""
     try:
         data = blobs.get(ref)
@@ -91,22 +95,39 @@ def get_record(blobs: BlobStore, ref: str, model: type[R], *, what: str) -> R:
     return model.from_canonical(data)
 
 
-def _scan_for_secrets(parts: RunParts, new_observations: Sequence[Observation]) -> None:
-    texts: list[tuple[str, str]] = [
-        ("run state", parts.state.canonical().decode()),
-        ("authority context", parts.authority.canonical().decode()),
-        ("operation ledger", parts.operations.canonical().decode()),
-    ]
-    texts += [(f"candidate {c.candidate_id}", c.canonical().decode()) for c in parts.candidates]
-    texts += [("verifier evidence", e.canonical().decode()) for e in parts.evidence]
-    texts += [(f"observation of {o.source}", o.canonical().decode()) for o in new_observations]
-    if parts.workspace is not None:
-        texts.append(("workspace identity", parts.workspace.canonical().decode()))
-    ensure_no_secrets(texts)
+class _PartWriter:
+    """Encodes parts to refs first, so new content is scanned for secrets before anything is written."""
+
+    def __init__(self, blobs: Blobs) -> None:
+        self.blobs = blobs
+        self.parts: dict[str, tuple[str, Record, bytes]] = {}
+        self.raw: dict[str, bytes] = {}
+
+    def add_raw(self, data: bytes) -> str:
+        """Raw content (observation bytes, artifacts): stored, not scanned (it is evidence, not state)."""
+        ref = sha256_ref(data)
+        self.raw[ref] = data
+        return ref
+
+    def add(self, label: str, record: Record) -> str:
+        data = record.canonical()
+        ref = sha256_ref(data)
+        self.parts.setdefault(ref, (label, record, data))
+        return ref
+
+    def write(self, *, scan_secrets: bool) -> None:
+        """Scan the new parts, then store every new part and raw content (one lookup for all)."""
+        stored = self.blobs.has_many([*self.parts, *self.raw])
+        new = {ref: part for ref, part in self.parts.items() if ref not in stored}
+        if scan_secrets:
+            ensure_no_secrets((label, record.model_dump(mode="json")) for label, record, _ in new.values())
+        fresh = {ref: data for ref, data in self.raw.items() if ref not in stored}
+        fresh.update({ref: data for ref, (_, _, data) in new.items()})
+        self.blobs.put_many(fresh)
 
 
 def _observation_manifest(
-    blobs: BlobStore, parent: ExecutionCheckpoint | None, new_observations: Sequence[Observation]
+    writer: _PartWriter, parent: ExecutionCheckpoint | None, new_observations: Sequence[Observation]
 ) -> str:
     if parent is not None and not new_observations:
         return parent.observation_manifest_ref
@@ -114,14 +135,14 @@ def _observation_manifest(
     previous_ref: str | None = None
     if parent is not None:
         previous_ref = parent.observation_manifest_ref
-        previous_total = get_record(blobs, previous_ref, ObservationSegment, what="observation segment").total
-    refs = tuple(put_record(blobs, observation) for observation in new_observations)
+        previous_total = get_record(writer.blobs, previous_ref, ObservationSegment, what="observation segment").total
+    refs = tuple(writer.add(f"observation of {o.source}", o) for o in new_observations)
     segment = ObservationSegment(previous=previous_ref, observation_refs=refs, total=previous_total + len(refs))
-    return put_record(blobs, segment)
+    return writer.add("observation segment", segment)
 
 
 def build_checkpoint(
-    blobs: BlobStore,
+    blobs: Blobs,
     *,
     run_id: str,
     parts: RunParts,
@@ -133,16 +154,38 @@ def build_checkpoint(
     owner_epoch: int,
     sealed_at: dt.datetime,
     scan_secrets: bool = True,
+    contents: Sequence[bytes] = (),
 ) -> ExecutionCheckpoint:
-    """Write every part as blobs and return the sealed (not yet recorded) checkpoint.
+    """Write every new part as blobs and return the sealed (not yet recorded) checkpoint.
 
-    Raises SecretInStateError before writing anything if state holds a credential.
+    `contents` are raw bytes the parts refer to (observation contents,
+    artifacts), stored alongside the parts.
+
+    Parts already stored cost nothing (same bytes, same ref). New parts are
+    scanned for credentials first: SecretInStateError leaves nothing written.
     """
-    if scan_secrets:
-        _scan_for_secrets(parts, new_observations)
+    writer = _PartWriter(blobs)
+    add = writer.add
+    for data in contents:
+        writer.add_raw(data)
     seq = 0 if parent is None else parent.seq + 1
-    candidate_manifest = CandidateManifest(candidate_refs=tuple(put_record(blobs, c) for c in parts.candidates))
-    evidence_manifest = EvidenceManifest(evidence_refs=tuple(put_record(blobs, e) for e in parts.evidence))
+    candidate_refs = tuple(add(f"candidate {c.candidate_id}", c) for c in parts.candidates)
+    evidence_refs = tuple(add("verifier evidence", e) for e in parts.evidence)
+    fields = dict(
+        release_id=add("behavioral release", parts.release),
+        environment_id=add("environment identity", parts.placement.environment),
+        placement_ref=add("placement", parts.placement),
+        task_state_ref=add("run state", parts.state),
+        observation_manifest_ref=_observation_manifest(writer, parent, new_observations),
+        candidate_manifest_ref=add("candidate manifest", CandidateManifest(candidate_refs=candidate_refs)),
+        verifier_evidence_ref=add("evidence manifest", EvidenceManifest(evidence_refs=evidence_refs)),
+        workspace_snapshot_ref=None if parts.workspace is None else add("workspace identity", parts.workspace),
+        search_state_ref=None if parts.search is None else add("search state", parts.search),
+        operation_ledger_ref=add("operation ledger", parts.operations),
+        authority_context_ref=add("authority context", parts.authority),
+        budget_ledger_ref=add("budget ledger", parts.budget),
+    )
+    writer.write(scan_secrets=scan_secrets)
     return ExecutionCheckpoint.seal(
         run_id=run_id,
         checkpoint_id=checkpoint_id_for(run_id, seq),
@@ -150,28 +193,41 @@ def build_checkpoint(
         parent_checkpoint_id=None if parent is None else parent.checkpoint_id,
         parent_checkpoint_hash=None if parent is None else parent.checkpoint_hash,
         run_kind=parts.run_kind,
-        release_id=put_record(blobs, parts.release),
-        environment_id=put_record(blobs, parts.placement.environment),
-        placement_ref=put_record(blobs, parts.placement),
-        task_state_ref=put_record(blobs, parts.state),
-        observation_manifest_ref=_observation_manifest(blobs, parent, new_observations),
-        candidate_manifest_ref=put_record(blobs, candidate_manifest),
-        verifier_evidence_ref=put_record(blobs, evidence_manifest),
-        workspace_snapshot_ref=None if parts.workspace is None else put_record(blobs, parts.workspace),
-        search_state_ref=None if parts.search is None else put_record(blobs, parts.search),
-        operation_ledger_ref=put_record(blobs, parts.operations),
-        authority_context_ref=put_record(blobs, parts.authority),
-        budget_ledger_ref=put_record(blobs, parts.budget),
         constraints=parts.constraints,
         owner_epoch=owner_epoch,
         boundary=boundary,
         resumability=resumability,
         resumability_reasons=tuple(resumability_reasons),
         sealed_at=sealed_at,
+        **fields,
     )
 
 
-def load_observations(blobs: BlobStore, manifest_ref: str) -> tuple[Observation, ...]:
+def seal_checkpoint(
+    store: SqlStore,
+    blobs: Blobs,
+    *,
+    contents: Sequence[bytes] = (),
+    **build: Any,
+) -> ExecutionCheckpoint:
+    """Build a checkpoint and record it, making its new blobs durable with it.
+
+    `contents` are raw bytes the new parts refer to (observation contents,
+    artifacts). With the SQL blob backend of the same store, blobs and the
+    checkpoint row commit in one transaction; with files, the blobs are made
+    durable first, then the row is committed.
+    """
+    staged = StagedBlobs(blobs)
+    checkpoint = build_checkpoint(staged, contents=contents, **build)
+    if isinstance(blobs, SqlBlobStore) and blobs.store is store:
+        store.append_checkpoint(checkpoint, blobs=staged.pending)
+    else:
+        blobs.put_many(staged.pending)
+        store.append_checkpoint(checkpoint)
+    return checkpoint
+
+
+def load_observations(blobs: Blobs, manifest_ref: str) -> tuple[Observation, ...]:
     """Walk the observation segment chain, oldest first."""
     segments: list[ObservationSegment] = []
     ref: str | None = manifest_ref
@@ -191,7 +247,7 @@ def load_observations(blobs: BlobStore, manifest_ref: str) -> tuple[Observation,
     return tuple(observations)
 
 
-def restore(blobs: BlobStore, checkpoint: ExecutionCheckpoint) -> RestoredRun:
+def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint) -> RestoredRun:
     """Fetch and verify every part of `checkpoint`.
 
     The release and placement refs are checked against the ids the checkpoint

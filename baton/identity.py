@@ -62,12 +62,20 @@ def _normalize(value: Any) -> Any:
     raise CanonicalEncodingError(f"type {type(value).__name__} has no canonical JSON form")
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> bytes:
     """Encode `value` as canonical JSON bytes."""
-    normalized = _normalize(value)
-    return json.dumps(
-        normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    try:
+        # Fast path for values that are plain JSON already (the records' JSON dumps).
+        return _dumps(value).encode("utf-8")
+    except ValueError as exc:
+        raise CanonicalEncodingError(f"value has no canonical JSON form: {exc}") from exc
+    except TypeError:
+        pass
+    return _dumps(_normalize(value)).encode("utf-8")
 
 
 def sha256_ref(data: bytes) -> str:

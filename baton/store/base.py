@@ -11,6 +11,7 @@ from the database clock.
 
 from __future__ import annotations
 
+from baton.store.blobs_sql import BlobsSql
 from baton.store.checkpoints_sql import CheckpointsSql
 from baton.store.core import Row, StoreCore, Tx
 from baton.store.leases_sql import LeasesSql
@@ -20,8 +21,8 @@ from baton.store.runs_sql import RunsSql
 __all__ = ["Row", "SqlStore", "StoreCore", "Tx"]
 
 
-class SqlStore(RunsSql, CheckpointsSql, LeasesSql, OperationsSql):
-    """Runs, checkpoints, events, leases, operations and budget charges in a SQL database.
+class SqlStore(RunsSql, CheckpointsSql, LeasesSql, OperationsSql, BlobsSql):
+    """Runs, checkpoints, events, leases, operations, budget charges and blobs in a SQL database.
 
     Abstract: open a backend with `baton.store.factory.open_store`.
     """

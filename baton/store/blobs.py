@@ -10,14 +10,34 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from baton.errors import BlobNotFoundError, IntegrityError
 from baton.identity import REF_PREFIX, hex_of
 
 
+class Blobs(Protocol):
+    """What every blob backend offers: content-addressed, deduplicated, verified on read."""
+
+    def put(self, data: bytes) -> str: ...
+
+    def put_many(self, blobs: Mapping[str, bytes]) -> None: ...
+
+    def get(self, ref: str) -> bytes: ...
+
+    def has(self, ref: str) -> bool: ...
+
+    def has_many(self, refs: Iterable[str]) -> set[str]: ...
+
+    def size(self, ref: str) -> int: ...
+
+    def total_bytes(self) -> int: ...
+
+
 class BlobStore:
-    """Immutable bytes addressed by their sha256."""
+    """Immutable bytes addressed by their sha256, one file each."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -29,23 +49,41 @@ class BlobStore:
 
     def put(self, data: bytes) -> str:
         """Store `data` (once) and return its ref."""
-        digest = hashlib.sha256(data).hexdigest()
-        ref = REF_PREFIX + digest
-        path = self.root / digest[:2] / digest[2:]
-        if path.exists():
-            return ref
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        ref = REF_PREFIX + hashlib.sha256(data).hexdigest()
+        self.put_many({ref: data})
         return ref
+
+    def put_many(self, blobs: Mapping[str, bytes]) -> None:
+        """Store several blobs durably: each written to a temp file and fsynced, then renamed.
+
+        The renames are made durable by one fsync per directory touched.
+        """
+        directories: set[Path] = set()
+        for ref, data in blobs.items():
+            digest = hex_of(ref)
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise IntegrityError(f"refusing to store bytes under {ref}: they hash differently")
+            path = self.root / digest[:2] / digest[2:]
+            if path.exists():
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp_name, path)
+            except BaseException:
+                Path(tmp_name).unlink(missing_ok=True)
+                raise
+            directories.add(path.parent)
+        for directory in directories:
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def get(self, ref: str) -> bytes:
         """The bytes stored under `ref`, verified against it."""
@@ -61,6 +99,10 @@ class BlobStore:
 
     def has(self, ref: str) -> bool:
         return self._path(ref).exists()
+
+    def has_many(self, refs: Iterable[str]) -> set[str]:
+        """The subset of `refs` already stored."""
+        return {ref for ref in refs if self.has(ref)}
 
     def size(self, ref: str) -> int:
         return self._path(ref).stat().st_size

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import ValidationError
 
 from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpochError, StoreError
 from baton.models.checkpoint import ExecutionCheckpoint
-from baton.store.core import Row, StoreCore, Tx
+from baton.store.blobs_sql import BlobsSql
+from baton.store.core import Row, Tx
 from baton.store.dialect import require_aware
 
 _CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body"
 
 
-class CheckpointsSql(StoreCore):
+class CheckpointsSql(BlobsSql):
     """Append and read checkpoints; every read re-validates the seal."""
 
     @staticmethod
@@ -45,8 +48,12 @@ class CheckpointsSql(StoreCore):
                 f"but the run's current epoch is {current}: the sealing worker has been fenced"
             )
 
-    def append_checkpoint(self, ckpt: ExecutionCheckpoint) -> None:
-        """Append the run's next checkpoint: seq latest+1 (0 first), parent = the latest."""
+    def append_checkpoint(self, ckpt: ExecutionCheckpoint, blobs: Mapping[str, bytes] | None = None) -> None:
+        """Append the run's next checkpoint: seq latest+1 (0 first), parent = the latest.
+
+        `blobs` (ref -> bytes) are written to the blob table in the same
+        transaction, so a checkpoint and the parts it introduced commit at once.
+        """
         expected_hash = ExecutionCheckpoint.compute_hash(ckpt.model_dump(mode="json"))
         if expected_hash != ckpt.checkpoint_hash:
             raise CheckpointIntegrityError(
@@ -61,6 +68,8 @@ class CheckpointsSql(StoreCore):
                 (ckpt.run_id,),
             )
             self._check_chain(ckpt, latest)
+            if blobs:
+                self._insert_blobs(tx, blobs)
             tx.rows(
                 "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
                 "schema_version, boundary, body, sealed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from baton.errors import StoreError
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs, BlobStore
+from baton.store.sql_blobs import SqlBlobStore
 
 ENV_HOME = "BATON_HOME"
 ENV_DATABASE_URL = "BATON_DATABASE_URL"
@@ -54,7 +55,19 @@ def open_store(url: str | None = None, home: Path | str | None = None, *, migrat
     return SqliteStore(root / SQLITE_FILENAME, migrate=migrate)
 
 
-def open_blobs(home: Path | str | None = None) -> BlobStore:
-    """The content-addressed blob store under `<home>/blobs`."""
+def open_blobs(home: Path | str | None = None, store: SqlStore | None = None) -> Blobs:
+    """The content-addressed blob store.
+
+    Files under `<home>/blobs` by default; with `BATON_BLOBS=sql` and a
+    `store`, the store's own blob table, so new blobs commit in the same
+    transaction as the checkpoint that introduced them.
+    """
+    choice = os.environ.get("BATON_BLOBS", "files")
+    if choice == "sql":
+        if store is None:
+            raise StoreError("BATON_BLOBS=sql needs the SQL store to keep blobs in (pass store=...)")
+        return SqlBlobStore(store)
+    if choice != "files":
+        raise StoreError(f"BATON_BLOBS must be 'files' or 'sql', not {choice!r}")
     root = Path(home) if home is not None else baton_home()
     return BlobStore(root / "blobs")

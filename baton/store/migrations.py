@@ -139,10 +139,24 @@ def _append_only(dialect: Dialect) -> list[str]:
     return setup + [statement for table in APPEND_ONLY_TABLES for statement in dialect.append_only_ddl(table)]
 
 
+def _blobs(dialect: Dialect) -> list[str]:
+    # Content-addressed and immutable: the key is the 32-byte digest, rows are never updated.
+    if dialect.name == "sqlite":
+        table = ["CREATE TABLE blobs (digest BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID"]
+    else:
+        table = [
+            "CREATE TABLE blobs (digest BYTEA PRIMARY KEY, data BYTEA NOT NULL)",
+            # Blobs are hashed content: compressing them mostly burns CPU.
+            "ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL",
+        ]
+    return table + dialect.append_only_ddl("blobs")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core tables", lambda dialect: _CORE_TABLES),
     Migration(2, "append-only triggers", _append_only),
     Migration(3, "indexes", lambda dialect: _INDEXES),
+    Migration(4, "content-addressed blobs", _blobs),
 )
 
 

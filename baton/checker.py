@@ -375,10 +375,10 @@ def _fenced_before_start(ops: list[HistoryOp], target: list[TargetEffect]) -> li
     }
     fenced_at: dict[tuple[str, int], int] = {}
     fence_runs: set[str] = set()
-    for _, _, j, done in _calls(ops, "fence"):
-        if j is not None and done is not None and done.type is OpType.OK and done.epoch is not None:
-            fence_runs.add(done.run_id)
-            fenced_at.setdefault((done.run_id, done.epoch), j)
+    for _, _, fence_at, fenced in _calls(ops, "fence"):
+        if fence_at is not None and fenced is not None and fenced.type is OpType.OK and fenced.epoch is not None:
+            fence_runs.add(fenced.run_id)
+            fenced_at.setdefault((fenced.run_id, fenced.epoch), fence_at)
     newest_effect: dict[str, tuple[int, int]] = {}
     calls = _calls(ops, "mutate")
     completed = {j: (i, inv, done) for i, inv, j, done in calls if j is not None}
@@ -427,11 +427,11 @@ def _fenced_before_start(ops: list[HistoryOp], target: list[TargetEffect]) -> li
                         )
                     )
         if index in completed:
-            _, inv, done = completed[index]
-            if _fresh_commit(done) and inv.epoch is not None:
-                best = newest_effect.get(inv.run_id)
-                if best is None or inv.epoch > best[0]:
-                    newest_effect[inv.run_id] = (inv.epoch, index)
+            _, call, outcome = completed[index]
+            if _fresh_commit(outcome) and call.epoch is not None:
+                best = newest_effect.get(call.run_id)
+                if best is None or call.epoch > best[0]:
+                    newest_effect[call.run_id] = (call.epoch, index)
     highest: dict[str, int] = {}
     for effect in target:
         seen = highest.get(effect.run_id)

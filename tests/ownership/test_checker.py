@@ -36,8 +36,10 @@ def fence(epoch: int) -> list[HistoryOp]:
 
 
 def mutate(process: str, epoch: int, key: str, op_id: str, outcome: str = "ok", **value: Any) -> list[HistoryOp]:
-    done = {"ok": {"state": "COMMITTED", "replayed": False}, "info": {"state": "UNKNOWN"},
-            "fail": {"error": "stale_epoch"}}[outcome]
+    completions: dict[str, dict[str, Any]] = {
+        "ok": {"state": "COMMITTED", "replayed": False}, "info": {"state": "UNKNOWN"}, "fail": {"error": "stale_epoch"},
+    }
+    done = completions[outcome]
     return [op("invoke", "mutate", process, epoch=epoch, key=key, op_id=op_id),
             op(outcome, "mutate", process, epoch=epoch, key=key, op_id=op_id, **{**done, **value})]
 

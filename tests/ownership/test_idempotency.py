@@ -162,6 +162,7 @@ def test_the_target_itself_applies_one_key_once_under_sixteen_direct_callers(led
     with pytest.raises(TargetRejectedError) as refused:
         clients[0].apply("op-other", "one-key", token, {"amount": 11})
     assert refused.value.reason == "payload_mismatch"
-    assert len([effect for effect in ledger_service.effects() if effect.run_id == run_id]) == 1
+    effects = [effect for effect in ledger_service.effects() if effect.run_id == run_id]
+    assert len(effects) == 1 and check([], effects=effects) == []
     for client in clients:
         client.close()

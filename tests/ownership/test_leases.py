@@ -102,7 +102,8 @@ def test_heartbeat_keeps_the_lease_and_flags_its_loss_after_a_takeover(store: Sq
 
 def test_a_lapsed_lease_is_taken_once_and_epochs_only_increase(store: SqlStore) -> None:
     run_id = new_run(store)
-    coordinator = Coordinator(store)
+    history = ListHistory()
+    coordinator = Coordinator(store, history=history)
     epochs = []
     for index in range(5):
         lease = coordinator.grant(run_id, f"owner-{index}", ttl_s=0.05)
@@ -117,3 +118,5 @@ def test_a_lapsed_lease_is_taken_once_and_epochs_only_increase(store: SqlStore) 
     assert LeaseHolder(store, released, ttl_s=30).release() is True
     after = coordinator.grant(run_id, "next", ttl_s=30)
     assert after is not None and after.epoch == released.epoch + 1
+    events = [event for _, event in store.list_events(run_id)]
+    assert check(history.ops, events=events) == []

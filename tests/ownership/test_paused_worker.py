@@ -69,7 +69,7 @@ def test_worker_resumed_after_takeover_is_refused_at_gateway_and_at_target(
         resume.set()
         worker.join(60)
     finally:
-        if worker.is_alive():
+        if worker.is_alive() and worker.pid is not None:
             os.kill(worker.pid, signal.SIGCONT)
             worker.terminate()
             worker.join(10)

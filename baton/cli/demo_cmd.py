@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         console = Console(width=max(Console().width, 110))
         home = baton_home()
         store = open_store(None, home)
-        blobs = open_blobs(home)
+        blobs = open_blobs(home, store)
         try:
             console.rule("[bold]Baton demo: a scripted run sealed at semantic boundaries")
             console.print(f"store: {store.backend} under {home}")

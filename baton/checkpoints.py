@@ -95,6 +95,41 @@ def get_record(blobs: Blobs, ref: str, model: type[R], *, what: str) -> R:
     return model.from_canonical(data)
 
 
+_ENCODED: dict[int, tuple[Record, bytes, str]] = {}
+_ENCODED_LIMIT = 512
+
+
+def _encoded(record: Record) -> tuple[bytes, str]:
+    """Canonical bytes and ref of a record, remembered for the same (immutable) object.
+
+    A run keeps most parts unchanged between checkpoints; re-encoding them at
+    every seal would cost more than everything else sealing does.
+    """
+    cached = _ENCODED.get(id(record))
+    if cached is not None and cached[0] is record:
+        return cached[1], cached[2]
+    data = record.canonical()
+    ref = sha256_ref(data)
+    if len(_ENCODED) >= _ENCODED_LIMIT:
+        _ENCODED.clear()
+    _ENCODED[id(record)] = (record, data, ref)
+    return data, ref
+
+
+_SEGMENT_TOTALS: dict[str, int] = {}
+
+
+def _segment_total(blobs: Blobs, ref: str) -> int:
+    """How many observations the log ending at segment `ref` holds (remembered per ref)."""
+    total = _SEGMENT_TOTALS.get(ref)
+    if total is None:
+        total = get_record(blobs, ref, ObservationSegment, what="observation segment").total
+        if len(_SEGMENT_TOTALS) >= _ENCODED_LIMIT:
+            _SEGMENT_TOTALS.clear()
+        _SEGMENT_TOTALS[ref] = total
+    return total
+
+
 class _PartWriter:
     """Encodes parts to refs first, so new content is scanned for secrets before anything is written."""
 
@@ -110,8 +145,7 @@ class _PartWriter:
         return ref
 
     def add(self, label: str, record: Record) -> str:
-        data = record.canonical()
-        ref = sha256_ref(data)
+        data, ref = _encoded(record)
         self.parts.setdefault(ref, (label, record, data))
         return ref
 
@@ -135,10 +169,12 @@ def _observation_manifest(
     previous_ref: str | None = None
     if parent is not None:
         previous_ref = parent.observation_manifest_ref
-        previous_total = get_record(writer.blobs, previous_ref, ObservationSegment, what="observation segment").total
+        previous_total = _segment_total(writer.blobs, previous_ref)
     refs = tuple(writer.add(f"observation of {o.source}", o) for o in new_observations)
     segment = ObservationSegment(previous=previous_ref, observation_refs=refs, total=previous_total + len(refs))
-    return writer.add("observation segment", segment)
+    ref = writer.add("observation segment", segment)
+    _SEGMENT_TOTALS[ref] = segment.total
+    return ref
 
 
 def build_checkpoint(

@@ -50,7 +50,10 @@ class System:
 
 
 SYSTEMS: tuple[System, ...] = (
-    System("baton-sqlite", "baton", "Baton", "sqlite", "baton.bench.ckpt_baton:sqlite_leg", "baton"),
+    System("baton-sqlite", "baton", "Baton, file blobs", "sqlite", "baton.bench.ckpt_baton:file_blobs_leg", "baton"),
+    System(
+        "baton-sqlblobs-sqlite", "baton", "Baton, SQL blobs", "sqlite", "baton.bench.ckpt_baton:sql_blobs_leg", "baton"
+    ),
     System(
         "langgraph-sqlite", "langgraph", "LangGraph SqliteSaver", "sqlite",
         "baton.bench.ckpt_langgraph:sqlite_leg", "langgraph-checkpoint-sqlite",
@@ -60,7 +63,13 @@ SYSTEMS: tuple[System, ...] = (
         "baton.bench.ckpt_langgraph:delta_sqlite_leg", "langgraph-checkpoint-sqlite", baseline=False,
     ),
     System("dbos-sqlite", "dbos", "DBOS steps", "sqlite", "baton.bench.ckpt_dbos:sqlite_leg", "dbos"),
-    System("baton-postgres", "baton", "Baton", "postgres", "baton.bench.ckpt_baton:postgres_leg", "baton"),
+    System(
+        "baton-postgres", "baton", "Baton, file blobs", "postgres", "baton.bench.ckpt_baton:file_blobs_leg", "baton"
+    ),
+    System(
+        "baton-sqlblobs-postgres", "baton", "Baton, SQL blobs", "postgres", "baton.bench.ckpt_baton:sql_blobs_leg",
+        "baton",
+    ),
     System(
         "langgraph-postgres", "langgraph", "LangGraph PostgresSaver", "postgres",
         "baton.bench.ckpt_langgraph:postgres_leg", "langgraph-checkpoint-postgres",
@@ -264,8 +273,9 @@ def run_checkpoint_bench(
 ) -> CheckpointRun:
     """Run every (system, N) leg `repeat` times and return the results; one system's failure never stops the rest.
 
-    Rounds go N by N and, within a round, system by system, so drift of the
-    machine touches every system alike; each round starts by measuring the
+    Rounds go N by N and, within a round, system by system (each round
+    starting one system later), so drift of the machine touches every system
+    alike; each round starts by measuring the
     disk's durability floor, and each leg by flushing what earlier legs left
     dirty (both can be turned off for smoke tests).
     """
@@ -298,11 +308,15 @@ def run_checkpoint_bench(
         legs: list[LegResult] = []
         floors: list[Floor] = []
         trajectories = {n: Trajectory(n).materialize() for n in steps}
+        rounds = 0
         for repetition in range(repeat):
             for n in steps:
                 if measure_floors:
                     floors.append(runner.floor())
-                for system in systems:
+                # Rotate who goes first, so no system always runs right after the floor or a heavy writer.
+                shift = rounds % len(systems)
+                rounds += 1
+                for system in (*systems[shift:], *systems[:shift]):
                     if progress:
                         suffix = f" (run {repetition + 1}/{repeat})" if repeat > 1 else ""
                         progress(f"{system.key} N={n}{suffix}")

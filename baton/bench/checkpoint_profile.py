@@ -10,7 +10,6 @@ benchmark, because the timers and the profiler add their own overhead.
 from __future__ import annotations
 
 import cProfile
-import hashlib
 import io
 import pstats
 import shutil
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 from baton.bench import ckpt_baton
@@ -41,6 +40,7 @@ class Phase:
 @dataclass(frozen=True)
 class StepProfile:
     backend: str
+    blobs: str
     steps: int
     ms_per_step: float
     phases: tuple[Phase, ...]
@@ -49,7 +49,7 @@ class StepProfile:
 
 class _Timers:
     def __init__(self) -> None:
-        self.seconds: Counter[str] = Counter()
+        self.seconds: dict[str, float] = {}
         self.calls: Counter[str] = Counter()
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,7 +58,7 @@ class _Timers:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds[name] += time.perf_counter() - start
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
                 self.calls[name] += 1
 
         return wrapper
@@ -70,39 +70,28 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     from baton.models import ExecutionCheckpoint
     from baton.store.base import SqlStore
     from baton.store.blobs import BlobStore
+    from baton.store.sql_blobs import SqlBlobStore
 
-    original_put = BlobStore.put
     original_seal = ExecutionCheckpoint.seal
 
-    def put(self: BlobStore, data: bytes) -> str:
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
-        name = "BlobStore.put, already stored" if self.has(ref) else "BlobStore.put, new file (write+fsync+rename)"
-        return timers.timed(name, original_put)(self, data)
-
     def seal(**fields: Any) -> ExecutionCheckpoint:
-        return timers.timed("ExecutionCheckpoint.seal (hash + validate)", original_seal)(**fields)
+        timed = timers.timed("ExecutionCheckpoint.seal (hash + validate)", original_seal)
+        return cast(ExecutionCheckpoint, timed(**fields))
 
+    patches: list[tuple[Any, str, Any]] = [
+        (ExecutionCheckpoint, "seal", staticmethod(seal)),
+        (checkpoints, "ensure_no_secrets",
+         timers.timed("secret scan of new parts (secret_scan.ensure_no_secrets)", getattr(checkpoints, "ensure_no_secrets"))),
+        (checkpoints, "get_record", timers.timed("parent segment read (checkpoints.get_record)", checkpoints.get_record)),
+        (BlobStore, "put_many", timers.timed("blob files written (BlobStore.put_many)", BlobStore.put_many)),
+        (BlobStore, "has_many", timers.timed("blob lookups (has_many)", BlobStore.has_many)),
+        (SqlBlobStore, "has_many", timers.timed("blob lookups (has_many)", SqlBlobStore.has_many)),
+        (SqlStore, "append_checkpoint",
+         timers.timed("SqlStore.append_checkpoint (one transaction)", SqlStore.append_checkpoint)),
+    ]
     with ExitStack() as stack:
-        stack.enter_context(mock.patch.object(BlobStore, "put", put))
-        stack.enter_context(mock.patch.object(ExecutionCheckpoint, "seal", staticmethod(seal)))
-        stack.enter_context(
-            mock.patch.object(
-                checkpoints, "_scan_for_secrets",
-                timers.timed("checkpoints._scan_for_secrets (detect-secrets)", checkpoints._scan_for_secrets),
-            )
-        )
-        stack.enter_context(
-            mock.patch.object(
-                checkpoints, "get_record",
-                timers.timed("checkpoints.get_record (parent segment)", checkpoints.get_record),
-            )
-        )
-        stack.enter_context(
-            mock.patch.object(
-                SqlStore, "append_checkpoint",
-                timers.timed("SqlStore.append_checkpoint (one transaction)", SqlStore.append_checkpoint),
-            )
-        )
+        for owner, name, replacement in patches:
+            stack.enter_context(mock.patch.object(owner, name, replacement))
         yield
 
 
@@ -118,18 +107,21 @@ def _leg_input(observations: tuple[str, ...], backend: str) -> Iterator[LegInput
         yield LegInput(observations, scratch, url)
 
 
-def profile_baton(steps: int = 400, backend: str = "sqlite", top: int = 18) -> StepProfile:
+def profile_baton(steps: int = 400, backend: str = "sqlite", blobs: str = "files", top: int = 18) -> StepProfile:
     """Phase split (wall clock) and cProfile top functions of one Baton leg of `steps` steps."""
+    if blobs not in ("files", "sql"):
+        raise ValueError(f"blobs is 'files' or 'sql', not {blobs!r}")
+    leg = ckpt_baton.sql_blobs_leg if blobs == "sql" else ckpt_baton.file_blobs_leg
     observations = Trajectory(steps).materialize()
     with _leg_input(Trajectory(5, seed=1).materialize(), backend) as warm:
-        ckpt_baton._leg(warm)
+        leg(warm)
     timers = _Timers()
     with _leg_input(observations, backend) as inp, _instrumented(timers):
-        out = ckpt_baton._leg(inp)
+        out = leg(inp)
     total = sum(out.step_seconds)
     phases = [
         Phase(name, seconds / steps * 1000, timers.calls[name] / steps, seconds / total)
-        for name, seconds in timers.seconds.most_common()
+        for name, seconds in sorted(timers.seconds.items(), key=lambda item: -item[1])
     ]
     accounted = sum(timers.seconds.values())
     phases.append(Phase("everything else (records, pydantic, canonical JSON)", (total - accounted) / steps * 1000,
@@ -137,8 +129,8 @@ def profile_baton(steps: int = 400, backend: str = "sqlite", top: int = 18) -> S
     profiler = cProfile.Profile()
     with _leg_input(observations, backend) as inp:
         profiler.enable()
-        ckpt_baton._leg(inp)
+        leg(inp)
         profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(top)
-    return StepProfile(backend, steps, total / steps * 1000, tuple(phases), text.getvalue())
+    return StepProfile(backend, blobs, steps, total / steps * 1000, tuple(phases), text.getvalue())

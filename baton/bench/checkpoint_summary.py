@@ -41,6 +41,7 @@ class SystemSummary:
 
 @dataclass(frozen=True)
 class Target:
+    system: System
     backend: str
     name: str
     value: float
@@ -68,13 +69,18 @@ def targets(run: CheckpointRun) -> list[Target]:
     for baton in (s for s in by_key.values() if s.system.family == "baton"):
         backend = baton.system.backend
         n = baton.longest.steps
+        window = min(50, n)
         found.append(
-            Target(backend, f"bytes stored / observation bytes at {n} steps", baton.longest.ratio_to_observations,
-                   BYTES_TARGET, "<=")
+            Target(
+                baton.system, backend, f"bytes stored / observation bytes at {n} steps",
+                baton.longest.ratio_to_observations, BYTES_TARGET, "<=",
+            )
         )
         found.append(
-            Target(backend, f"per-step ms, last {min(50, n)} / first {min(50, n)} steps at {n}", baton.slowdown,
-                   SLOWDOWN_TARGET, "<=")
+            Target(
+                baton.system, backend, f"per-step ms, last {window} / first {window} steps at {n}", baton.slowdown,
+                SLOWDOWN_TARGET, "<=",
+            )
         )
         for other in by_key.values():
             if other.system.backend != backend or other.system.family == "baton" or not other.system.baseline:
@@ -83,6 +89,7 @@ def targets(run: CheckpointRun) -> list[Target]:
                 continue
             found.append(
                 Target(
+                    baton.system,
                     backend,
                     f"per-step ms at {n} steps, Baton / {other.system.label}",
                     baton.longest.mean_ms / other.longest.mean_ms,

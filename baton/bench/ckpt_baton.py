@@ -1,15 +1,20 @@
 """Baton legs: one sealed checkpoint per step over an append-only observation log.
 
-Each step does what a worker does at a semantic boundary: put the observed
-content in the blob store, describe it with an `Observation` record (whose
-`content_ref` is the content's hash), advance the run state's step counter,
-seal a checkpoint whose parent is the previous one (secret scanning on, as in
-production) and record it in the SQL store. The step is timed from the blob
-write to the committed checkpoint row.
+Each step does what a worker does at a semantic boundary: describe the
+observed content with an `Observation` record (whose `content_ref` is the
+content's hash), advance the run state's step counter, and seal a checkpoint
+whose parent is the previous one with `seal_checkpoint` (secret scanning on, as
+in production), which stores the content and the new parts and records the
+checkpoint. The step is timed from the new observation to the committed
+checkpoint row.
+
+Two blob backends are measured: files under BATON_HOME (the default) and the
+SQL store's own blob table (BATON_BLOBS=sql), where a checkpoint's new blobs
+commit in the checkpoint's transaction.
 
 Bytes stored are the SQL store (the SQLite file after its WAL is folded back,
 or the PostgreSQL database's growth, measured by the runner) plus the blob
-store's bytes.
+files, if any.
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ from dataclasses import replace
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from baton.bench.leg import LegInput, LegOutput
 from baton.bench.measure import Footprint, StepClock, files_footprint, sqlite_footprint, tree_footprint
-from baton.checkpoints import RunParts, build_checkpoint
+from baton.checkpoints import RunParts, seal_checkpoint
+from baton.identity import sha256_ref
 from baton.models import (
     AuthorityContext,
     AuthorityLevel,
@@ -41,6 +46,8 @@ from baton.models import (
     RunKind,
     SourceAuthority,
 )
+from baton.store.base import SqlStore
+from baton.store.blobs import Blobs, BlobStore
 
 RUN_ID = "bench-checkpoint-run"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -93,25 +100,29 @@ def initial_parts() -> RunParts:
     )
 
 
-def _run(store: Any, blobs: Any, observations: Sequence[str]) -> tuple[float, ...]:
+def _run(store: SqlStore, blobs: Blobs, observations: Sequence[str]) -> tuple[float, ...]:
     parts = initial_parts()
     store.create_run(RUN_ID, parts.run_kind, parts.release.release_id, parts.placement.name, {"bench": "checkpoint"})
     clock = StepClock()
     parent: ExecutionCheckpoint | None = None
+    checkpoint: ExecutionCheckpoint | None = None
     for index, text in enumerate(observations):
         at = T0 + dt.timedelta(seconds=index)
         with clock.time_step():
+            content = text.encode("ascii")
             observation = Observation(
                 source="bench://trajectory",
                 query={"step": index},
                 observed_at=at,
-                content_ref=blobs.put(text.encode("ascii")),
+                content_ref=sha256_ref(content),
                 freshness_budget_s=3600,
                 authority=SourceAuthority.AUTHORITATIVE,
             )
             parts = replace(parts, state=parts.state.model_copy(update={"step": index + 1}))
-            checkpoint = build_checkpoint(
+            checkpoint = seal_checkpoint(
+                store,
                 blobs,
+                contents=(content,),
                 run_id=RUN_ID,
                 parts=parts,
                 new_observations=(observation,),
@@ -123,10 +134,9 @@ def _run(store: Any, blobs: Any, observations: Sequence[str]) -> tuple[float, ..
                 sealed_at=at,
                 scan_secrets=True,
             )
-            store.append_checkpoint(checkpoint)
         parent = checkpoint
     latest = store.latest_checkpoint(RUN_ID)
-    if latest is None or latest.checkpoint_hash != checkpoint.checkpoint_hash:
+    if checkpoint is None or latest is None or latest.checkpoint_hash != checkpoint.checkpoint_hash:
         raise RuntimeError("Baton's latest checkpoint is not the last one sealed")
     return tuple(clock.seconds)
 
@@ -143,24 +153,30 @@ def _sqlite_files(home: Path, blob_root: Path) -> Footprint:
     return total
 
 
-def _leg(inp: LegInput) -> LegOutput:
-    from baton.store.factory import open_blobs, open_store
+def _leg(inp: LegInput, *, sql_blobs: bool) -> LegOutput:
+    from baton.store.factory import open_store
+    from baton.store.sql_blobs import SqlBlobStore
 
     home = inp.workdir / "baton_home"
     home.mkdir()
-    blobs = open_blobs(home)
+    blob_root = home / "blobs"
     store = open_store(inp.database_url, home)
     try:
+        blobs: Blobs = SqlBlobStore(store) if sql_blobs else BlobStore(blob_root)
         seconds = _run(store, blobs, inp.observations)
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
-    components = {"blobs": tree_footprint(Path(blobs.root))}
+        store.close()
+    components = {"blobs": tree_footprint(blob_root)} if blob_root.exists() else {}
     if inp.database_url is None:
-        components["sqlite"] = _sqlite_files(home, Path(blobs.root))
+        components["sqlite"] = _sqlite_files(home, blob_root)
     return LegOutput(step_seconds=seconds, components=components)
 
 
-sqlite_leg = _leg
-postgres_leg = _leg
+def file_blobs_leg(inp: LegInput) -> LegOutput:
+    """Blobs as files under BATON_HOME (the default), the checkpoint row in the SQL store."""
+    return _leg(inp, sql_blobs=False)
+
+
+def sql_blobs_leg(inp: LegInput) -> LegOutput:
+    """Blobs in the SQL store's blob table, committed in the checkpoint's transaction (BATON_BLOBS=sql)."""
+    return _leg(inp, sql_blobs=True)

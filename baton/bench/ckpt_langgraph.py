@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -51,12 +52,12 @@ class DeltaState(TypedDict):
 def _graph(state_type: type[Any], observations: Sequence[str], marks: list[float]) -> StateGraph[Any]:
     total = len(observations)
 
-    def observe(state: dict[str, Any]) -> dict[str, Any]:
+    def observe(state: Any) -> dict[str, Any]:
         marks.append(time.perf_counter())
         step = int(state["step"])
         return {"observations": [observations[step]], "step": step + 1}
 
-    def route(state: dict[str, Any]) -> str:
+    def route(state: Any) -> str:
         return "observe" if int(state["step"]) < total else END
 
     graph: StateGraph[Any] = StateGraph(state_type)
@@ -69,11 +70,12 @@ def _graph(state_type: type[Any], observations: Sequence[str], marks: list[float
 def _run(saver: BaseCheckpointSaver[Any], state_type: type[Any], observations: Sequence[str]) -> tuple[float, ...]:
     marks: list[float] = []
     app = _graph(state_type, observations, marks).compile(checkpointer=saver)
-    config: dict[str, Any] = {
+    config: RunnableConfig = {
         "configurable": {"thread_id": "bench-run"},
         "recursion_limit": len(observations) + 10,
     }
-    final = app.invoke({"observations": [], "step": 0}, config, durability="sync")
+    start: dict[str, Any] = {"observations": [], "step": 0}
+    final = app.invoke(start, config, durability="sync")
     end = time.perf_counter()
     if len(final["observations"]) != len(observations):
         raise RuntimeError(f"LangGraph run ended with {len(final['observations'])} observations")

@@ -26,17 +26,20 @@ from baton.bench.trajectory import OBSERVATION_BYTES
 
 BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 SHORT = {
-    "baton-sqlite": "Baton · SQLite",
+    "baton-sqlite": "Baton file blobs · SQLite",
+    "baton-sqlblobs-sqlite": "Baton SQL blobs · SQLite",
+    "baton-sqlblobs-postgres": "Baton SQL blobs · PostgreSQL",
     "langgraph-sqlite": "LangGraph · SQLite",
     "langgraph-delta-sqlite": "LangGraph delta (beta) · SQLite",
     "dbos-sqlite": "DBOS · SQLite",
-    "baton-postgres": "Baton · PostgreSQL",
+    "baton-postgres": "Baton file blobs · PostgreSQL",
     "langgraph-postgres": "LangGraph · PostgreSQL",
     "langgraph-delta-postgres": "LangGraph delta (beta) · PostgreSQL",
     "dbos-postgres": "DBOS · PostgreSQL",
 }
 COLORS = {"baton": "#1f77b4", "langgraph": "#d62728", "dbos": "#2ca02c"}
 DELTA_COLOR = "#ff7f0e"
+SQL_BLOBS_COLOR = "#9467bd"
 IMG_BYTES = "img/checkpoint-bytes.svg"
 IMG_MS = "img/checkpoint-ms-per-step.svg"
 JSON_NAME = "benchmarks-checkpoint.json"
@@ -75,9 +78,11 @@ def bytes_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
     spread = len(run.steps) > 1
     if spread:
         header.append(f"bytes per added step {first}→{last}")
+    header.append(f"on disk @{last} (allocated blocks)")
     rows = [["raw observations", *[mb(n * OBSERVATION_BYTES) for n in run.steps], times(last / first)]]
     if spread:
         rows[0].append(f"{OBSERVATION_BYTES:,} (1.00x)")
+    rows[0].append("")
     summaries = {s.system.key: s for s in summarize(run)}
     for system in run.systems:
         summary = summaries.get(system.key)
@@ -87,6 +92,11 @@ def bytes_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
         if spread:
             per_step = summary.bytes_per_added_step if complete and summary else math.nan
             row.append("" if math.isnan(per_step) else f"{per_step:,.0f} ({per_step / OBSERVATION_BYTES:.2f}x)")
+        longest = run.leg(system.key, last)
+        row.append(
+            f"{mb(longest.stored.allocated)} ({times(longest.stored.allocated / longest.observation_bytes)})"
+            if longest is not None and longest.status == "ok" else ""
+        )
         rows.append(row)
     return header, rows
 
@@ -119,7 +129,7 @@ def time_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
 def comparison_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
     """Baton against each other system on the same backend, at the longest trajectory."""
     n = run.steps[-1]
-    header = ["backend", "compared with", f"bytes, Baton / other @{n}", f"ms per step, Baton / other @{n}"]
+    header = ["backend", "Baton", "compared with", f"bytes, Baton / other @{n}", f"ms per step, Baton / other @{n}"]
     rows: list[list[str]] = []
     for baton in (s for s in run.systems if s.family == "baton"):
         mine = run.leg(baton.key, n)
@@ -131,6 +141,7 @@ def comparison_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
                 continue
             rows.append([
                 BACKEND_NAMES[baton.backend],
+                baton.label.removeprefix("Baton, "),
                 other.label,
                 f"{mine.stored.logical / theirs.stored.logical:.3f}",
                 f"{mine.mean_ms / theirs.mean_ms:.3f}",
@@ -139,9 +150,10 @@ def comparison_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
 
 
 def target_rows(run: CheckpointRun) -> tuple[list[str], list[list[str]]]:
-    header = ["backend", "target", "measured", "limit", "met"]
+    header = ["backend", "Baton", "target", "measured", "limit", "met"]
     rows = [
-        [BACKEND_NAMES[t.backend], t.name, f"{t.value:.3f}", f"<= {t.limit:g}", "yes" if t.met else "NO"]
+        [BACKEND_NAMES[t.backend], t.system.label.removeprefix("Baton, "), t.name, f"{t.value:.3f}",
+         f"<= {t.limit:g}", "yes" if t.met else "NO"]
         for t in targets(run)
     ]
     return header, rows
@@ -245,7 +257,8 @@ def to_json(run: CheckpointRun, machine: dict[str, object], command: str) -> dic
             for s in run.systems
         ],
         "targets": [
-            {"backend": t.backend, "name": t.name, "value": round(t.value, 4), "limit": t.limit, "met": t.met}
+            {"system": t.system.key, "backend": t.backend, "name": t.name, "value": round(t.value, 4),
+             "limit": t.limit, "met": t.met}
             for t in targets(run)
         ],
         "legs": [_leg_json(leg, chosen=run.leg(leg.system, leg.steps) is leg) for leg in run.legs],
@@ -265,7 +278,11 @@ def dump_json(data: dict[str, Any]) -> str:
 
 
 def _color(system: System) -> str:
-    return DELTA_COLOR if "delta" in system.key else COLORS.get(system.family, "#7f7f7f")
+    if "delta" in system.key:
+        return DELTA_COLOR
+    if "sqlblobs" in system.key:
+        return SQL_BLOBS_COLOR
+    return COLORS.get(system.family, "#7f7f7f")
 
 
 def _rolling(values: Sequence[float], window: int) -> list[float]:
@@ -433,8 +450,11 @@ def profile_rows(profile: StepProfile) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+BLOB_NAMES = {"files": "file", "sql": "SQL"}
+
+
 def print_profile(profile: StepProfile, console: Console) -> None:
-    title = f"Baton on {BACKEND_NAMES[profile.backend]}, {profile.steps} steps: wall-clock split"
+    title = f"Baton ({BLOB_NAMES[profile.blobs]} blobs) on {BACKEND_NAMES[profile.backend]}, {profile.steps} steps: wall-clock split"
     console.print(_rich_table(title, *profile_rows(profile)))
     console.print(profile.top_functions, markup=False, highlight=False, soft_wrap=True)
 
@@ -445,7 +465,8 @@ def profile_markdown(profile: StepProfile, command: str) -> str:
     return "\n".join([
         f"Generated by `{command}` (timers and profiler add overhead: read shares, not absolute times).",
         "",
-        f"**Baton on {BACKEND_NAMES[profile.backend]}, {profile.steps} steps: wall-clock split per step**",
+        f"**Baton ({BLOB_NAMES[profile.blobs]} blobs) on {BACKEND_NAMES[profile.backend]}, {profile.steps} steps: "
+        "wall-clock split per step**",
         "",
         md_table(*profile_rows(profile)),
         "",

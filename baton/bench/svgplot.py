@@ -44,7 +44,7 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 78, 300, 44, 56
 
 def _nice_step(span: float, target_ticks: int = 6) -> float:
     raw = span / max(target_ticks, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude: float = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 2.5, 5, 10):
         if raw <= factor * magnitude:
             return factor * magnitude
@@ -55,13 +55,9 @@ def _linear_ticks(low: float, high: float) -> list[float]:
     if high <= low:
         high = low + 1
     step = _nice_step(high - low)
-    start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    first = math.floor(low / step + 1e-9)
+    last = math.ceil(high / step - 1e-9)
+    return [round(index * step, 10) for index in range(first, last + 1)]
 
 
 def _log_ticks(low: float, high: float) -> list[float]:
@@ -123,6 +119,10 @@ def render(chart: Chart) -> str:
         f'<text x="18" y="{cy:.1f}" text-anchor="middle" transform="rotate(-90 18 {cy:.1f})">'
         f"{escape(chart.y_label)}</text>"
     )
+    out.append(
+        f'<clipPath id="plot-area"><rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}"/></clipPath>'
+    )
+    out.append('<g clip-path="url(#plot-area)">')
     for s in chart.series:
         pairs = [(x, y) for x, y in zip(s.xs, s.ys, strict=True) if math.isfinite(y) and (not chart.log_y or y > 0)]
         if not pairs:
@@ -135,6 +135,7 @@ def render(chart: Chart) -> str:
         )
         if s.markers:
             out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{s.color}"/>' for x, y in pairs]
+    out.append("</g>")
     legend_x = _LEFT + plot_w + 16
     for index, s in enumerate(chart.series):
         y = _TOP + 8 + index * 20

@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
     def checkpoint_profile(
         steps: int = typer.Option(400, "--steps", min=1, help="Trajectory length."),
         backend: str = typer.Option("sqlite", "--backend", help="sqlite or postgres."),
+        blobs: str = typer.Option("files", "--blobs", help="files (the default backend) or sql (BATON_BLOBS=sql)."),
         out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) whose benchmarks.md gets the profile."),
     ) -> None:
         """Where Baton's checkpoint step spends its time (timers per phase, then cProfile)."""
@@ -87,14 +88,16 @@ def register(app: typer.Typer) -> None:
 
         if backend not in ("sqlite", "postgres"):
             raise typer.BadParameter("--backend is sqlite or postgres")
-        profile = profile_baton(steps, backend)
+        if blobs not in ("files", "sql"):
+            raise typer.BadParameter("--blobs is files or sql")
+        profile = profile_baton(steps, backend, blobs)
         report.print_profile(profile, Console())
         if out is not None:
-            command = f"baton bench checkpoint-profile --steps {steps} --backend {backend} --out {out}"
+            command = f"baton bench checkpoint-profile --steps {steps} --backend {backend} --blobs {blobs} --out {out}"
             doc = out / "benchmarks.md"
             report.update_markdown(
-                doc, f"checkpoint-profile-{backend}", report.profile_markdown(profile, command),
-                f"Checkpoint step profile: Baton on {report.BACKEND_NAMES[backend]}",
+                doc, f"checkpoint-profile-{backend}-{blobs}", report.profile_markdown(profile, command),
+                f"Checkpoint step profile: Baton ({report.BLOB_NAMES[blobs]} blobs) on {report.BACKEND_NAMES[backend]}",
             )
             Console(stderr=True).print(f"wrote {doc}")
 

@@ -6,7 +6,7 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from baton.errors import CheckpointIntegrityError
 from baton.identity import ref_of
@@ -54,6 +54,10 @@ class RunKind(StrEnum):
 
 
 _CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9_.:-]+/[0-9]{6,}$"
+
+
+_UNSEALED = "sha256:" + "0" * 64
+_SEALING: dict[str, bool] = {"sealing": True}  # validation context of `seal` (compared by identity)
 
 
 def checkpoint_id_for(run_id: str, seq: int) -> str:
@@ -105,15 +109,15 @@ class ExecutionCheckpoint(Record):
 
     @classmethod
     def seal(cls, **fields: Any) -> ExecutionCheckpoint:
-        """Build a checkpoint from its fields and seal it with its hash."""
-        unsealed = cls.model_construct(**fields, checkpoint_hash="sha256:" + "0" * 64)
-        body = unsealed.model_dump(mode="json")
-        return cls(**fields, checkpoint_hash=cls.compute_hash(body))
+        """Build a checkpoint from its fields (validated) and seal it with its hash."""
+        draft = cls.model_validate({**fields, "checkpoint_hash": _UNSEALED}, context=_SEALING)
+        return draft.model_copy(update={"checkpoint_hash": cls.compute_hash(draft.model_dump(mode="json"))})
 
     @model_validator(mode="after")
-    def _hash_matches(self) -> ExecutionCheckpoint:
-        expected = self.compute_hash(self.model_dump(mode="json"))
-        if expected != self.checkpoint_hash:
+    def _hash_matches(self, info: ValidationInfo) -> ExecutionCheckpoint:
+        sealing = info.context is _SEALING
+        expected = None if sealing else self.compute_hash(self.model_dump(mode="json"))
+        if expected is not None and expected != self.checkpoint_hash:
             raise CheckpointIntegrityError(
                 f"checkpoint {self.checkpoint_id}: recorded hash {self.checkpoint_hash} "
                 f"does not match content hash {expected} (corrupt or tampered)"

@@ -142,12 +142,13 @@ def _append_only(dialect: Dialect) -> list[str]:
 def _blobs(dialect: Dialect) -> list[str]:
     # Content-addressed and immutable: the key is the 32-byte digest, rows are never updated.
     if dialect.name == "sqlite":
-        table = ["CREATE TABLE blobs (digest BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID"]
+        # A rowid table: WITHOUT ROWID leaves its pages half empty with rows of a few KiB.
+        table = ["CREATE TABLE blobs (digest BLOB PRIMARY KEY, data BLOB NOT NULL)"]
     else:
         table = [
             "CREATE TABLE blobs (digest BYTEA PRIMARY KEY, data BYTEA NOT NULL)",
-            # Blobs are hashed content: compressing them mostly burns CPU.
-            "ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL",
+            # Keep blobs of a few KiB inline in the row instead of in TOAST chunks.
+            "ALTER TABLE blobs ALTER COLUMN data SET STORAGE MAIN",
         ]
     return table + dialect.append_only_ddl("blobs")
 

@@ -104,7 +104,9 @@ def test_postgres_legs_are_skipped_not_failed_without_a_server(tmp_path: Path, m
 def test_select_systems() -> None:
     assert select_systems(None) == SYSTEMS
     assert select_systems("all") == SYSTEMS
-    assert [s.key for s in select_systems("baton")] == ["baton-sqlite", "baton-postgres"]
+    assert [s.key for s in select_systems("baton")] == [
+        "baton-sqlite", "baton-sqlblobs-sqlite", "baton-postgres", "baton-sqlblobs-postgres"
+    ]
     assert all(s.backend == "sqlite" for s in select_systems("sqlite"))
     with pytest.raises(ValueError, match="unknown system"):
         select_systems("nope")

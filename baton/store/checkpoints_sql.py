@@ -1,29 +1,60 @@
-"""Sealed checkpoints of the SQL store: an append-only, hash-linked chain per run."""
+"""Sealed checkpoints of the SQL store: an append-only, hash-linked chain per run (rows as deltas)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpochError, StoreError
 from baton.models.checkpoint import ExecutionCheckpoint
+from baton.store import manifest_delta
 from baton.store.blobs_sql import BlobsSql
 from baton.store.core import Row, Tx
 from baton.store.dialect import require_aware
 
-_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body"
+_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind"
+_BODY_CACHE_LIMIT = 256
 
 
 class CheckpointsSql(BlobsSql):
     """Append and read checkpoints; every read re-validates the seal."""
 
-    @staticmethod
-    def _checkpoint(row: Row) -> ExecutionCheckpoint:
-        checkpoint_id, run_id, seq, stored_hash, body = row
+    def _body_cache(self) -> dict[str, dict[str, Any]]:
+        cache: dict[str, dict[str, Any]] | None = getattr(self, "_bodies", None)
+        if cache is None:
+            cache = self._bodies = {}
+        return cache
+
+    def _remember(self, checkpoint_hash: str, body: dict[str, Any]) -> None:
+        cache = self._body_cache()
+        if len(cache) >= _BODY_CACHE_LIMIT:
+            cache.clear()
+        cache[checkpoint_hash] = body
+
+    def _full_body(self, tx: Tx, run_id: str, seq: int, kind: str, text: str) -> dict[str, Any]:
+        """The whole body of the row (run_id, seq), rebuilding a delta from its last full ancestor."""
+        if kind == manifest_delta.FULL:
+            return dict(json.loads(text))
+        parent_hash = json.loads(text)["set"].get("parent_checkpoint_hash")
+        parent = self._body_cache().get(parent_hash) if isinstance(parent_hash, str) else None
+        if parent is not None:
+            return manifest_delta.rebuild([(manifest_delta.FULL, json.dumps(parent)), (kind, text)])
+        rows = tx.rows(
+            "SELECT body_kind, body FROM checkpoints WHERE run_id = ? AND seq <= ? AND seq >= "
+            "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND seq <= ? AND body_kind = 'full') ORDER BY seq",
+            (run_id, seq, run_id, seq),
+        )
+        return manifest_delta.rebuild((str(row[0]), str(row[1])) for row in rows)
+
+    def _checkpoint(self, tx: Tx, row: Row) -> ExecutionCheckpoint:
+        checkpoint_id, run_id, seq, stored_hash, text, kind = row
         try:
-            ckpt = ExecutionCheckpoint.model_validate_json(body)
-        except ValidationError as exc:
+            body = self._full_body(tx, run_id, int(seq), str(kind), str(text))
+            ckpt = ExecutionCheckpoint.model_validate(body)
+        except (ValidationError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointIntegrityError(f"checkpoint {checkpoint_id}: stored body does not validate: {exc}") from exc
         if ckpt.checkpoint_hash != stored_hash:
             raise CheckpointIntegrityError(
@@ -35,6 +66,7 @@ class CheckpointsSql(BlobsSql):
                 f"checkpoint {checkpoint_id}: row (run {run_id}, seq {seq}) does not match its body "
                 f"({ckpt.checkpoint_id}, run {ckpt.run_id}, seq {ckpt.seq})"
             )
+        self._remember(ckpt.checkpoint_hash, body)
         return ckpt
 
     @staticmethod
@@ -63,16 +95,23 @@ class CheckpointsSql(BlobsSql):
             self._lock_run(tx, ckpt.run_id)
             self._check_owner_epoch(tx, ckpt)
             latest = tx.one(
-                "SELECT seq, checkpoint_id, checkpoint_hash FROM checkpoints "
+                "SELECT seq, checkpoint_id, checkpoint_hash, body_kind, body FROM checkpoints "
                 "WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
                 (ckpt.run_id,),
             )
             self._check_chain(ckpt, latest)
             if blobs:
                 self._insert_blobs(tx, blobs)
+            body = ckpt.model_dump(mode="json")
+            parent = None
+            if latest is not None:
+                parent = self._body_cache().get(str(latest[2])) or self._full_body(
+                    tx, ckpt.run_id, int(latest[0]), str(latest[3]), str(latest[4])
+                )
+            kind, text = manifest_delta.encode(body, parent, ckpt.seq)
             tx.rows(
                 "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
-                "schema_version, boundary, body, sealed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "schema_version, boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ckpt.checkpoint_id,
                     ckpt.run_id,
@@ -81,10 +120,12 @@ class CheckpointsSql(BlobsSql):
                     ckpt.parent_checkpoint_id,
                     ckpt.schema_version,
                     ckpt.boundary.value,
-                    ckpt.model_dump_json(),
+                    text,
                     self.dialect.ts_in(require_aware(ckpt.sealed_at, "sealed_at")),
+                    kind,
                 ),
             )
+        self._remember(ckpt.checkpoint_hash, body)
 
     @staticmethod
     def _check_chain(ckpt: ExecutionCheckpoint, latest: Row | None) -> None:
@@ -108,9 +149,9 @@ class CheckpointsSql(BlobsSql):
         """The checkpoint, re-validated; CheckpointIntegrityError if it was tampered with."""
         with self._tx(write=False) as tx:
             row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,))
-        if row is None:
-            raise RecordNotFoundError(f"checkpoint {checkpoint_id!r} is not in the store")
-        return self._checkpoint(row)
+            if row is None:
+                raise RecordNotFoundError(f"checkpoint {checkpoint_id!r} is not in the store")
+            return self._checkpoint(tx, row)
 
     def latest_checkpoint(self, run_id: str) -> ExecutionCheckpoint | None:
         """The run's highest-seq checkpoint, or None if it has none."""
@@ -118,16 +159,16 @@ class CheckpointsSql(BlobsSql):
             row = tx.one(
                 f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
             )
-        return None if row is None else self._checkpoint(row)
+            return None if row is None else self._checkpoint(tx, row)
 
     def list_checkpoints(self, run_id: str) -> list[ExecutionCheckpoint]:
         """The run's checkpoints in seq order."""
         with self._tx(write=False) as tx:
             rows = tx.rows(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [self._checkpoint(row) for row in rows]
+            return [self._checkpoint(tx, row) for row in rows]
 
     def checkpoint_by_hash(self, checkpoint_hash: str) -> ExecutionCheckpoint | None:
         """The checkpoint sealed with `checkpoint_hash`, or None."""
         with self._tx(write=False) as tx:
             row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_hash = ?", (checkpoint_hash,))
-        return None if row is None else self._checkpoint(row)
+            return None if row is None else self._checkpoint(tx, row)

@@ -158,6 +158,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "append-only triggers", _append_only),
     Migration(3, "indexes", lambda dialect: _INDEXES),
     Migration(4, "content-addressed blobs", _blobs),
+    Migration(5, "checkpoint rows stored as deltas", lambda dialect: [
+        "ALTER TABLE checkpoints ADD COLUMN body_kind {text} NOT NULL DEFAULT 'full'",
+    ]),
 )
 
 

@@ -715,3 +715,54 @@ def test_fenced_worker_cannot_append_a_checkpoint(store: SqlStore) -> None:
         store.append_checkpoint(checkpoint(run_id, 1, latest, owner_epoch=first.epoch))
     assert store.latest_checkpoint(run_id) == latest
     store.append_checkpoint(checkpoint(run_id, 1, latest, owner_epoch=taken.epoch))
+
+
+# -- checkpoint rows stored as deltas ---------------------------------------------------------
+
+
+def test_checkpoint_rows_are_deltas_between_full_snapshots(store: SqlStore, backend: Backend) -> None:
+    from baton.store.manifest_delta import FULL_EVERY
+
+    run = new_run(store)
+    written = chain(run.run_id, FULL_EVERY + 3)
+    for ckpt in written:
+        store.append_checkpoint(ckpt)
+    rows = store.execute_raw(
+        "SELECT seq, body_kind, body FROM checkpoints WHERE run_id = ? ORDER BY seq", (run.run_id,)
+    )
+    kinds = {int(seq): kind for seq, kind, _ in rows}
+    assert [seq for seq, kind in kinds.items() if kind == "full"] == [0, FULL_EVERY]
+    for _, kind, body in rows:  # an unchanged field (the release) is stored only in full rows
+        assert ("release_id" in json.loads(body)) == (kind == "full")
+        if kind == "delta":
+            assert "release_id" not in json.loads(body)["set"]
+    fresh = backend.open()  # an empty cache: every body is rebuilt from the rows
+    try:
+        assert fresh.list_checkpoints(run.run_id) == written
+        assert fresh.get_checkpoint(written[FULL_EVERY - 1].checkpoint_id) == written[FULL_EVERY - 1]
+        assert fresh.latest_checkpoint(run.run_id) == written[-1]
+    finally:
+        fresh.close()
+
+
+def test_tampered_delta_row_is_detected(store: SqlStore, backend: Backend) -> None:
+    run = new_run(store)
+    first, second = chain(run.run_id, 2)
+    store.append_checkpoint(first)
+    forged = json.dumps({"set": {"checkpoint_id": second.checkpoint_id, "seq": 1,
+                                 "parent_checkpoint_id": first.checkpoint_id,
+                                 "parent_checkpoint_hash": first.checkpoint_hash,
+                                 "boundary": Boundary.POSTCONDITION_VERIFIED.value,
+                                 "checkpoint_hash": second.checkpoint_hash}, "unset": []})
+    store.execute_raw(
+        "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, schema_version, "
+        "boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'delta')",
+        (second.checkpoint_id, run.run_id, 1, second.checkpoint_hash, first.checkpoint_id, "2", "VERIFIED", forged,
+         store.dialect.ts_in(second.sealed_at)),
+    )
+    fresh = backend.open()
+    try:
+        with pytest.raises(CheckpointIntegrityError, match="does not match"):
+            fresh.get_checkpoint(second.checkpoint_id)
+    finally:
+        fresh.close()

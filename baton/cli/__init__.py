@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.checkpoint_cmd",
     "baton.cli.bench_cmd",
     "baton.cli.history_cmd",
+    "baton.cli.replay_cmd",
+    "baton.cli.faults_cmd",
 )
 
 for _name in COMMAND_MODULES:

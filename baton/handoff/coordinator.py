@@ -7,7 +7,11 @@ the compatibility gate. A failed prepare aborts and the source carries on.
 
 commit: advance the epoch with a compare-and-set (which fences the old owner
 at the store, and at every fence-aware target before anyone else starts),
-record the transfer with the decision and the authority after the move.
+record the transfer with the decision and the authority after the move. A
+source that never answered the quiesce request may still seal in the instant
+before the fence; such a checkpoint is re-judged by the gate for the same
+target, and if it cannot go there the move aborts with the run fenced and
+unowned (the source re-acquires a new epoch to carry on).
 
 Restoring on the target is the new owner's step (`baton.handoff.resume`).
 """
@@ -29,7 +33,7 @@ from baton.handoff.selection import rank_targets
 from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement
 from baton.ownership import Coordinator
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs
 
 
 class HandoffStatus(StrEnum):
@@ -46,6 +50,7 @@ class HandoffRequest:
     preferred_targets: tuple[str, ...] = ()
     excluded_placements: tuple[str, ...] = ()
     source_alive: bool = True
+    allow_same_placement: bool = False  # e.g. a dead worker's run may be retried where it was
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class HandoffCoordinator:
     def __init__(
         self,
         store: SqlStore,
-        blobs: BlobStore,
+        blobs: Blobs,
         placements: Mapping[str, Placement],
         *,
         policy: HandoffPolicy | None = None,
@@ -141,7 +146,7 @@ class HandoffCoordinator:
             return self._abort(request, request_seq, source_name, f"run is {run.status}, not active", lease.epoch)
 
         quiesced = False
-        if request.source_alive and lease.owner is not None:
+        if request.source_alive and lease.held_at(self.store.db_now()):
             answer = wait_for_quiesce(self.store, request.run_id, request_seq, timeout_s=self.quiesce_timeout_s)
             quiesced = answer is not None
         lease = self.store.get_lease(request.run_id)
@@ -151,8 +156,10 @@ class HandoffCoordinator:
             return self._abort(request, request_seq, source_name, "no sealed checkpoint to move", lease.epoch)
         try:
             restored = restore(self.blobs, checkpoint)
+            self._verify_artifact(restored)
         except BatonError as exc:
-            return self._abort(request, request_seq, source_name, f"checkpoint does not verify: {exc}", lease.epoch)
+            return self._abort(request, request_seq, source_name, f"checkpoint does not verify: {exc}", lease.epoch,
+                               checkpoint=checkpoint)
         self._emit(
             EventType.CHECKPOINT_SEALED, request.run_id, checkpoint=checkpoint, reason="sealed checkpoint for handoff",
             source_epoch=lease.epoch, detail={"request_seq": request_seq, "checkpoint_hash": checkpoint.checkpoint_hash,
@@ -160,20 +167,26 @@ class HandoffCoordinator:
         )
         pending = outstanding_operations(self.store, request.run_id)
 
-        excluded = {restored.parts.placement.name, *request.excluded_placements}
-        if source_name:
-            excluded.add(source_name)
+        # Only where the run is now is excluded: the checkpoint may still name an earlier
+        # placement (moved, not yet sealed there), and going back there is a legitimate move.
+        excluded = set(request.excluded_placements)
+        if not request.allow_same_placement:
+            excluded.add(source_name or restored.parts.placement.name)
         candidates = [p for name, p in sorted(self.placements.items()) if name not in excluded]
         now = self.store.db_now()
-        ranked = rank_targets(restored, candidates, self.policy, now=now, preferred=request.preferred_targets)
+        ranked = rank_targets(restored, candidates, self.policy, now=now, preferred=request.preferred_targets,
+                              has_unresolved_operations=bool(pending))
         if not ranked or not ranked[0][1].allowed:
             refusals = {target.name: [r.value for r in decision.reasons] for target, decision in ranked}
             self._emit(
                 EventType.COMPATIBILITY_FAILED, request.run_id, checkpoint=checkpoint, reason="no compatible target",
                 source_epoch=lease.epoch, source_placement=source_name,
+                target_placement=ranked[0][0].name if ranked else None,
+                decision=ranked[0][1] if ranked else None,
                 detail={"request_seq": request_seq, "refusals": refusals},  # type: ignore[dict-item]
             )
-            return self._abort(request, request_seq, source_name, "no compatible target", lease.epoch)
+            return self._abort(request, request_seq, source_name, "no compatible target", lease.epoch,
+                               checkpoint=checkpoint)
         target, decision = ranked[0]
         self._emit(
             EventType.TARGET_SELECTED, request.run_id, checkpoint=checkpoint, source_placement=source_name,
@@ -208,14 +221,27 @@ class HandoffCoordinator:
         latest = self.store.latest_checkpoint(run_id)
         if latest is None or latest.checkpoint_hash != prepared.checkpoint.checkpoint_hash:
             return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
-                               "the source sealed a newer checkpoint after prepare", prepared.source_epoch)
+                               "the source sealed a newer checkpoint after prepare", prepared.source_epoch,
+                               checkpoint=prepared.checkpoint)
         lease = self.ownership.grant(
             run_id, owner, ttl_s=self.lease_ttl_s, observed_epoch=prepared.source_epoch, force=True,
             fence_targets=self.fence_targets, reason=f"handoff: {prepared.request.reason}",
         )
         if lease is None:
             return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
-                               "the epoch moved during the handoff (another coordinator won)", prepared.source_epoch)
+                               "the epoch moved during the handoff (another coordinator won)", prepared.source_epoch,
+                               checkpoint=prepared.checkpoint)
+        # A source that never quiesced could still seal between the check above and the fence: it
+        # was the rightful owner then, so its checkpoint stands and the move must be judged on it.
+        sealed_late = self.store.latest_checkpoint(run_id)
+        if sealed_late is not None and sealed_late.checkpoint_hash != prepared.checkpoint.checkpoint_hash:
+            regated = self._regate(prepared, sealed_late)
+            if isinstance(regated, str):
+                self.store.release_lease(run_id, owner, lease.epoch)
+                return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                                   f"{regated}; the old epoch stays fenced and the run is left unowned "
+                                   f"at epoch {lease.epoch}", lease.epoch, checkpoint=sealed_late)
+            prepared = regated
         self._emit(
             EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint, source_placement=prepared.source.name,
             target_placement=prepared.target.name, source_epoch=prepared.source_epoch, target_epoch=lease.epoch,
@@ -250,18 +276,57 @@ class HandoffCoordinator:
 
     # -- helpers ----------------------------------------------------------------------------
 
+    def _verify_artifact(self, restored: RestoredRun) -> None:
+        """Re-hash the current candidate's bytes when the blob store holds them (IntegrityError if altered)."""
+        candidate = restored.parts.current_candidate
+        if candidate is not None and self.blobs.has(candidate.artifact_hash):
+            self.blobs.get(candidate.artifact_hash)
+
+    def _regate(self, prepared: PreparedHandoff, checkpoint: ExecutionCheckpoint) -> PreparedHandoff | str:
+        """`prepared` re-judged on a checkpoint the source sealed late; a string says why it cannot move."""
+        run_id = prepared.request.run_id
+        try:
+            restored = restore(self.blobs, checkpoint)
+            self._verify_artifact(restored)
+        except BatonError as exc:
+            return f"the checkpoint sealed during the commit does not verify: {exc}"
+        pending = outstanding_operations(self.store, run_id)
+        ranked = rank_targets(restored, [prepared.target], self.policy, now=self.store.db_now(),
+                              has_unresolved_operations=bool(pending))
+        decision = ranked[0][1]
+        if not decision.allowed:
+            self._emit(
+                EventType.COMPATIBILITY_FAILED, run_id, checkpoint=checkpoint, reason="late checkpoint refused",
+                source_placement=prepared.source.name, target_placement=prepared.target.name,
+                source_epoch=prepared.source_epoch, decision=decision,
+                detail={"request_seq": prepared.request_seq},
+            )
+            return f"the checkpoint sealed during the commit cannot go to {prepared.target.name}"
+        self._emit(
+            EventType.COMPATIBILITY_PASSED, run_id, checkpoint=checkpoint, source_placement=prepared.source.name,
+            target_placement=prepared.target.name, source_epoch=prepared.source_epoch,
+            reason="late checkpoint re-judged", decision=decision, detail={"request_seq": prepared.request_seq},
+        )
+        return PreparedHandoff(
+            request=prepared.request, request_seq=prepared.request_seq, checkpoint=checkpoint, restored=restored,
+            source_epoch=prepared.source_epoch, source=prepared.source, target=prepared.target, decision=decision,
+            pending_operations=pending, source_quiesced=prepared.source_quiesced,
+        )
+
     def _abort(
-        self, request: HandoffRequest, request_seq: int, source: str | None, why: str, epoch: int
+        self, request: HandoffRequest, request_seq: int, source: str | None, why: str, epoch: int,
+        *, checkpoint: ExecutionCheckpoint | None = None,
     ) -> HandoffOutcome:
         self._emit(
-            EventType.HANDOFF_ABORTED, request.run_id, reason=why, source_placement=source, source_epoch=epoch,
-            detail={"request_seq": request_seq, "requested_for": request.reason},
+            EventType.HANDOFF_ABORTED, request.run_id, checkpoint=checkpoint, reason=why, source_placement=source,
+            source_epoch=epoch, detail={"request_seq": request_seq, "requested_for": request.reason},
         )
         return HandoffOutcome(
             run_id=request.run_id,
             status=HandoffStatus.ABORTED,
             reason=request.reason,
             source_placement=source,
+            checkpoint_id=None if checkpoint is None else checkpoint.checkpoint_id,
             source_epoch=epoch,
             abort_reason=why,
         )

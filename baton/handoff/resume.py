@@ -1,6 +1,13 @@
 """The new owner's side of a handoff: restore, apply the reverification rules, resume, confirm.
 
 Rules applied on restore:
+* open operations      -> the store's operation ledger is authoritative: an
+                          operation the owner sent but never sealed into a
+                          checkpoint is still listed for reconciliation;
+* budget               -> usage is the larger of the checkpoint's ledger and
+                          the charges recorded in the store, so work done
+                          after the last seal is never forgotten; exhausted
+                          limits are reported, not reset;
 * environment changed  -> observations are revalidated against live state;
 * observation too old  -> it must be refreshed before use;
 * artifact changed     -> evidence that does not bind to the current
@@ -24,6 +31,8 @@ from baton.errors import CheckpointIntegrityError, StaleEpochError
 from baton.models import (
     AuthorityContext,
     Boundary,
+    BudgetLedger,
+    BudgetUsage,
     Event,
     EventType,
     ExecutionCheckpoint,
@@ -34,7 +43,7 @@ from baton.models import (
     VerifierEvidence,
 )
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs
 
 _NEEDS_EVIDENCE = {Boundary.VERIFIED, Boundary.AWAITING_AUTHORITY, Boundary.AUTHORIZED}
 
@@ -64,6 +73,10 @@ class ResumePlan:
     environment_changed: bool
     requires_reverification: bool
     requires_reauthorization: bool
+    decision: HandoffDecision | None = None  # the gate's decision for the move to this epoch, if it was a handoff
+    resume_release_id: str = ""  # the release to continue under (the gate's target release for a behavioral move)
+    budget: BudgetLedger | None = None  # the checkpoint's ledger, usage raised to every charge the store recorded
+    budget_exhausted: tuple[str, ...] = ()  # limits already reached: the new owner must end the run, not continue
 
     @property
     def checkpoint(self) -> ExecutionCheckpoint:
@@ -82,9 +95,21 @@ def latest_transfer_decision(store: SqlStore, run_id: str, epoch: int) -> Handof
     return None
 
 
+def _at_least(first: BudgetUsage, second: BudgetUsage) -> BudgetUsage:
+    """Field by field, the larger usage of the two."""
+    return BudgetUsage(**{name: max(getattr(first, name), getattr(second, name)) for name in BudgetUsage.model_fields})
+
+
+def _open_operations(store: SqlStore, run_id: str, sealed: tuple[OperationEntry, ...]) -> tuple[OperationEntry, ...]:
+    """Operations not yet final, judged by the store's latest state where it knows the operation."""
+    latest = {entry.operation_id: entry for entry in sealed}
+    latest.update({entry.operation_id: entry for entry in store.list_operations(run_id)})
+    return tuple(sorted((e for e in latest.values() if not e.state.is_final), key=lambda e: e.recorded_at))
+
+
 def prepare_resume(
     store: SqlStore,
-    blobs: BlobStore,
+    blobs: Blobs,
     run_id: str,
     *,
     placement: Placement,
@@ -103,6 +128,7 @@ def prepare_resume(
     if checkpoint is None:
         raise CheckpointIntegrityError(f"run {run_id!r} has no sealed checkpoint to resume from")
     restored = restore(blobs, checkpoint)
+    ckpt_release = checkpoint.release_id
     now = now or store.db_now()
     decision = latest_transfer_decision(store, run_id, epoch)
     parts = restored.parts
@@ -114,7 +140,8 @@ def prepare_resume(
 
     candidate = parts.current_candidate
     reverify = bool(decision and decision.requires_reverification)
-    valid, dropped = [], []
+    valid: list[VerifierEvidence] = []
+    dropped: list[VerifierEvidence] = []
     for evidence in parts.evidence:
         binds = candidate is not None and evidence.applies_to(candidate.artifact_hash)
         (valid if binds and not reverify else dropped).append(evidence)
@@ -139,6 +166,7 @@ def prepare_resume(
     elif boundary is Boundary.AUTHORIZED and not authority.approvals:
         boundary = Boundary.AWAITING_AUTHORITY
 
+    budget = parts.budget.model_copy(update={"used": _at_least(parts.budget.used, store.budget_used(run_id))})
     plan = ResumePlan(
         run_id=run_id,
         epoch=epoch,
@@ -149,10 +177,14 @@ def prepare_resume(
         observation_uses=uses,
         valid_evidence=tuple(valid),
         dropped_evidence=tuple(dropped),
-        unresolved_operations=parts.operations.unresolved(),
+        unresolved_operations=_open_operations(store, run_id, parts.operations.entries),
         environment_changed=environment_changed,
         requires_reverification=bool(dropped),
         requires_reauthorization=reauthorize,
+        decision=decision,
+        resume_release_id=decision.target_release_id if decision and decision.target_release_id else ckpt_release,
+        budget=budget,
+        budget_exhausted=budget.exhausted(now),
     )
     _record_restore(store, plan, now)
     return plan
@@ -161,8 +193,9 @@ def prepare_resume(
 def _record_restore(store: SqlStore, plan: ResumePlan, now: dt.datetime) -> None:
     ckpt = plan.checkpoint
     common = dict(
-        run_id=plan.run_id, at=now, checkpoint_id=ckpt.checkpoint_id, target_placement=plan.placement.name,
-        target_epoch=plan.epoch, release_id=ckpt.release_id, state_schema=ckpt.schema_version,
+        run_id=plan.run_id, at=now, checkpoint_id=ckpt.checkpoint_id, source_placement=plan.restored.parts.placement.name,
+        target_placement=plan.placement.name, target_epoch=plan.epoch, release_id=ckpt.release_id,
+        state_schema=ckpt.schema_version,
     )
     store.append_event(Event(event_type=EventType.STATE_RESTORED, resume_boundary=ckpt.boundary.value,
                              detail={"checkpoint_hash": ckpt.checkpoint_hash,
@@ -179,8 +212,11 @@ def _record_restore(store: SqlStore, plan: ResumePlan, now: dt.datetime) -> None
             detail={"dropped": [e.candidate_hash for e in plan.dropped_evidence]}, **common,  # type: ignore[arg-type]
         ))
     store.append_event(Event(event_type=EventType.RESUME_STARTED, resume_boundary=plan.boundary.value,
+                             authority_before=plan.restored.parts.authority.level.value,
                              authority_after=plan.authority.level.value,
-                             detail={"unresolved_operations": [o.operation_id for o in plan.unresolved_operations]},
+                             detail={"unresolved_operations": [o.operation_id for o in plan.unresolved_operations],
+                                     "resume_release_id": plan.resume_release_id,
+                                     "budget_exhausted": list(plan.budget_exhausted)},
                              **common))  # type: ignore[arg-type]
 
 
@@ -195,8 +231,14 @@ def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint
         problems.append(f"sealed at epoch {first.owner_epoch}, resumed at {plan.epoch}")
     if first.parent_checkpoint_hash != plan.checkpoint.checkpoint_hash and first.seq > plan.checkpoint.seq:
         problems.append("first checkpoint does not descend from the restored one")
-    if not after.budget.used.covers(before.budget.used):
+    allowed_releases = {plan.checkpoint.release_id, plan.resume_release_id} - {""}
+    if first.release_id not in allowed_releases:
+        problems.append(f"release {first.release_id} is neither the checkpoint's nor the one the gate allowed")
+    floor = plan.budget.used if plan.budget is not None else before.budget.used
+    if not after.budget.used.covers(floor):
         problems.append("budget usage decreased across the handoff")
+    if plan.budget is not None and after.budget.limits != plan.budget.limits:
+        problems.append("budget limits were replaced across the handoff")
     if not plan.authority.level.allows(after.authority.level):
         problems.append(f"authority {after.authority.level.value} exceeds the resumed ceiling {plan.authority.level.value}")
     candidate = after.current_candidate
@@ -207,7 +249,8 @@ def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint
     store.append_event(Event(
         event_type=EventType.REVALIDATION_FAILED if problems else EventType.RESUME_VERIFIED,
         run_id=plan.run_id, at=store.db_now(), checkpoint_id=first.checkpoint_id, target_placement=plan.placement.name,
-        target_epoch=plan.epoch, resume_boundary=first.boundary.value,
+        target_epoch=plan.epoch, release_id=first.release_id, state_schema=first.schema_version,
+        resume_boundary=first.boundary.value, authority_after=after.authority.level.value,
         reason="; ".join(problems) or "first resumed transition keeps every invariant",
     ))
     return problems

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.history_cmd",
     "baton.cli.replay_cmd",
     "baton.cli.faults_cmd",
+    "baton.cli.inspect_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baton.agents.releases import release_named
+from baton.agents.releases import RELEASES, release_named
 from baton.models import AuthorityLevel, EnvironmentIdentity, Placement
 
 _TOOL_VERSIONS = {"corpus-client": "1.0", "deploy-client": "1.0", "python": "3.11"}
@@ -45,6 +45,10 @@ def _placement(
     tools: Sequence[str],
     image: str,
 ) -> Placement:
+    # The gate matches a release's verifier bundle and tool contract by name, so a
+    # placement that hosts every part of a catalog release's bundle lists it too.
+    verifiers = tuple(verifiers) + _hosted_bundles(verifiers)
+    tools = tuple(tools) + _RELEASE_TOOL_CONTRACTS
     tool_versions = {tool: _TOOL_VERSIONS.get(tool, "1.0") for tool in tools}
     return Placement(
         name=name,
@@ -63,6 +67,14 @@ def _placement(
 
 
 _VERIFIERS = ("citations-1", "deploy-check-1")
+_RELEASE_TOOL_CONTRACTS: tuple[str, ...] = tuple(sorted({release.tool_contract for release in RELEASES.values()}))
+
+
+def _hosted_bundles(verifiers: Sequence[str]) -> tuple[str, ...]:
+    """Verifier bundles of catalog releases whose every part (`a+b`) is among `verifiers`."""
+    bundles = {release.verifier_bundle for release in RELEASES.values()}
+    return tuple(sorted(b for b in bundles if b not in verifiers and set(b.split("+")) <= set(verifiers)))
+
 
 DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
     _placement(
@@ -83,7 +95,7 @@ DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
     _placement(
         "browser-pool-eu", region="eu-central", provider="local", accelerator="none",
         ceiling=AuthorityLevel.SANDBOX_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2"),
-        verifiers=("citations-1",), tools=("browser", "corpus-client", "python"), image="baton-browser:2.0",
+        verifiers=_VERIFIERS, tools=("browser", "corpus-client", "python"), image="baton-browser:2.0",
     ),
 )
 

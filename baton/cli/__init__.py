@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.checkpoint_cmd",
     "baton.cli.bench_cmd",
     "baton.cli.history_cmd",
+    "baton.cli.fleet_cmd",
     "baton.cli.replay_cmd",
     "baton.cli.faults_cmd",
     "baton.cli.inspect_cmd",

@@ -1,4 +1,4 @@
-"""`baton demo`: the main job on the embedded defaults."""
+"""`baton demo`: a scripted run sealed at boundaries, then a small live fleet with chaos."""
 
 from __future__ import annotations
 
@@ -6,14 +6,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from baton.cli.fleet_cmd import fleet_ok, print_summary, run_with_progress
+from baton.fleet import FleetConfig
 from baton.scripted_run import run_scripted_research
-from baton.store.factory import baton_home, open_blobs, open_store
+from baton.store.factory import baton_home, database_url, open_blobs, open_store
+
+DEMO_RUNS, DEMO_WORKERS, DEMO_SEED = 6, 3, 1
 
 
 def register(app: typer.Typer) -> None:
     @app.command("demo")
-    def demo() -> None:
-        """Run a scripted research run through several checkpoints, reload each and verify it."""
+    def demo(
+        fleet: bool = typer.Option(True, "--fleet/--no-fleet", help="Also run a small live fleet with chaos."),
+    ) -> None:
+        """A scripted run sealed and re-verified at each boundary, then a live fleet (6 runs, 3 workers, chaos)."""
         console = Console(width=max(Console().width, 110))
         home = baton_home()
         store = open_store(None, home)
@@ -44,3 +50,12 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(code=1)
         finally:
             store.close()
+        if not fleet:
+            return
+        console.rule("[bold]Baton demo: a live fleet with chaos (worker processes, real targets)")
+        config = FleetConfig(runs=DEMO_RUNS, workers=DEMO_WORKERS, chaos=True, seed=DEMO_SEED, home=home,
+                             database_url=database_url())
+        summary = run_with_progress(console, config)
+        print_summary(console, summary)
+        if not fleet_ok(summary):
+            raise typer.Exit(code=1)

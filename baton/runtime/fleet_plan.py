@@ -1,0 +1,86 @@
+"""What a fleet runs: which placements get workers, which runs start where, the handoff policy.
+
+Workers fill placements in a fixed order chosen so that three workers already
+give every chaos reason something to act on: a GPU placement (reclaimable), a
+second provider and region, the browser pool, and a placement that runs only
+the better release (so moving a run there is a behavioral migration).
+
+Runs alternate research and deploy. Deploy runs need external-mutation
+authority, so they start only where the ceiling allows it; the fleet policy
+forbids authority downgrades, so they never move to the browser pool either.
+Each run starts on the first release its placement supports, in catalog order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from pydantic import JsonValue
+
+from baton.agents.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
+from baton.compat import BehavioralMigration, HandoffPolicy, MigrationApproval
+from baton.models import AuthorityLevel, Placement, RunKind
+from baton.runtime.launch import RunSpec
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+
+WORKER_PLACEMENT_ORDER: tuple[str, ...] = ("local-gpu-eu", "cloud-us", "browser-pool-eu", "cloud-eu")
+DEPLOY_SERVICES: tuple[str, ...] = ("checkout", "payments", "search", "billing")
+RESEARCH_TOPICS: tuple[str, ...] = ("ownership safety", "side-effect safety", "evidence freshness")
+
+
+def worker_placements(catalog: Sequence[Placement], workers: int) -> list[str]:
+    """Placement names for `workers` workers, cycling through the preferred order."""
+    names = {placement.name for placement in catalog}
+    order = [name for name in WORKER_PLACEMENT_ORDER if name in names] + sorted(names - set(WORKER_PLACEMENT_ORDER))
+    if not order or workers < 1:
+        raise ValueError("a fleet needs at least one worker and one placement")
+    return [order[index % len(order)] for index in range(workers)]
+
+
+def _release_for(placement: Placement) -> str:
+    for name in (OLDER_RELEASE, BETTER_RELEASE):
+        if RELEASES[name].release_id in placement.supported_release_ids:
+            return name
+    raise ValueError(f"placement {placement.name} supports no catalog release")
+
+
+def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str) -> list[RunSpec]:
+    """`count` run specs spread over `placements` (deploy runs only where mutation is allowed)."""
+    mutating = [p for p in placements if p.authority_ceiling.allows(AuthorityLevel.EXTERNAL_MUTATE)]
+    documents = sorted(INITIAL_DOCUMENTS)
+    specs: list[RunSpec] = []
+    for index in range(count):
+        deploy = index % 2 == 1 and bool(mutating)
+        pool = mutating if deploy else list(placements)
+        placement = pool[(index // 2) % len(pool)] if deploy else pool[index % len(pool)]
+        release = RELEASES[_release_for(placement)]
+        run_id = f"{prefix}-{index + 1:02d}"
+        if deploy:
+            service = DEPLOY_SERVICES[(index // 2) % len(DEPLOY_SERVICES)]
+            specs.append(RunSpec(run_id, RunKind.DEPLOY, release, placement, f"deploy {service}",
+                                 {"service": service}, AuthorityLevel.EXTERNAL_MUTATE))
+        else:
+            topic = RESEARCH_TOPICS[(index // 2) % len(RESEARCH_TOPICS)]
+            chosen: list[JsonValue] = [documents[(index + k) % len(documents)] for k in range(3)]
+            specs.append(RunSpec(run_id, RunKind.RESEARCH, release, placement, f"research {topic}",
+                                 {"topic": topic, "documents": chosen}, AuthorityLevel.SANDBOX_MUTATE))
+    return specs
+
+
+def fleet_policy(now: dt.datetime, *, approval_ttl_s: float = 3 * 3600) -> HandoffPolicy:
+    """Runs stay on their release unless moved to the better one, which the release board approved."""
+    older, better = RELEASES[OLDER_RELEASE], RELEASES[BETTER_RELEASE]
+    return HandoffPolicy(
+        allowed_behavioral_migrations=(BehavioralMigration(from_release_id=older.release_id, to_release=better),),
+        approvals=(
+            MigrationApproval(
+                approval_id=f"release-board-{BETTER_RELEASE}",
+                from_release_id=older.release_id,
+                to_release_id=better.release_id,
+                approved_by="release-board",
+                expires_at=now + dt.timedelta(seconds=approval_ttl_s),
+            ),
+        ),
+        allow_authority_downgrade=False,
+    )

@@ -1,0 +1,131 @@
+"""Worker processes of a fleet: start, SIGKILL (chaos), restart, stop.
+
+Each slot is one worker bound to one placement. Every (re)start is a new
+incarnation with its own worker id (`<slot>.<n>`), so a dead incarnation's
+unfinished history records are never paired with its successor's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORKER_MODULE = "baton.runtime.worker"
+
+
+@dataclass
+class WorkerSlot:
+    """One worker position of the fleet and its current process."""
+
+    name: str
+    placement: str
+    incarnation: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    killed_at: float | None = None
+    kills: int = 0
+
+    @property
+    def worker_id(self) -> str:
+        return f"{self.name}.{self.incarnation}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class Supervisor:
+    """Starts worker processes with one set of options and keeps count of what happened to them."""
+
+    home: Path
+    log_dir: Path
+    database_url: str | None = None
+    history_path: Path | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    slots: list[WorkerSlot] = field(default_factory=list)
+    starts: int = 0
+    restarts: int = 0
+
+    def add(self, name: str, placement: str) -> WorkerSlot:
+        slot = WorkerSlot(name=name, placement=placement)
+        self.slots.append(slot)
+        return slot
+
+    def _command(self, slot: WorkerSlot) -> list[str]:
+        command = [sys.executable, "-m", WORKER_MODULE, "--placement", slot.placement, "--home", str(self.home),
+                   "--worker-id", slot.worker_id]
+        if self.database_url:
+            command += ["--database-url", self.database_url]
+        if self.history_path is not None:
+            command += ["--history", str(self.history_path)]
+        for option, value in sorted(self.options.items()):
+            command += [f"--{option}", value]
+        return command
+
+    def start(self, slot: WorkerSlot) -> None:
+        """Start the slot's next incarnation."""
+        if slot.alive:
+            return
+        if slot.process is not None or slot.killed_at is not None:
+            slot.incarnation += 1
+            self.restarts += 1
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "BATON_HOME": str(self.home)}
+        with open(self.log_dir / f"worker-{slot.worker_id}.log", "ab") as log:
+            slot.process = subprocess.Popen(self._command(slot), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=env)
+        slot.killed_at = None
+        self.starts += 1
+
+    def start_all(self) -> None:
+        for slot in self.slots:
+            self.start(slot)
+
+    def kill(self, slot: WorkerSlot) -> bool:
+        """SIGKILL the slot's process (no goodbye); False if it was not running."""
+        if not slot.alive or slot.process is None:
+            return False
+        slot.process.send_signal(signal.SIGKILL)
+        slot.process.wait(timeout=10)
+        slot.killed_at = time.monotonic()
+        slot.kills += 1
+        return True
+
+    def on_placement(self, placement: str) -> list[WorkerSlot]:
+        return [slot for slot in self.slots if slot.placement == placement]
+
+    def restart_dead(self, *, after_s: float) -> list[WorkerSlot]:
+        """Start again every slot whose process died (or was killed at least `after_s` ago)."""
+        restarted = []
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.alive:
+                continue
+            if slot.killed_at is not None and now - slot.killed_at < after_s:
+                continue
+            if slot.killed_at is None:
+                slot.killed_at = now  # died on its own: count it as a crash, restart on the next pass
+                continue
+            self.start(slot)
+            restarted.append(slot)
+        return restarted
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        """SIGTERM every worker, SIGKILL the ones still there after `grace_s`."""
+        running = [slot for slot in self.slots if slot.alive and slot.process is not None]
+        for slot in running:
+            assert slot.process is not None
+            slot.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for slot in running:
+            assert slot.process is not None
+            try:
+                slot.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                slot.process.kill()
+                slot.process.wait(timeout=10)

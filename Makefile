@@ -17,7 +17,7 @@ help:
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
 	@echo "make demo         baton demo"
 	@echo "make faults       baton faults"
-	@echo "make bench        baton bench"
+	@echo "make bench        baton bench all --out docs (every benchmark; rewrites docs/benchmarks.md)"
 	@echo "make dagster-dev  Dagster webserver + daemon on a local instance in .dagster_home"
 	@echo "make clean        remove caches and build output (keeps $(VENV))"
 	@echo "make distclean    clean, and remove $(VENV)"
@@ -42,7 +42,7 @@ faults: install
 	$(BIN)/baton faults
 
 bench: install
-	$(BIN)/baton bench
+	$(BIN)/baton bench all --out docs
 
 dagster-dev: install
 	mkdir -p .dagster_home

@@ -35,6 +35,8 @@ class Phase:
     ms_per_step: float
     calls_per_step: float
     share: float
+    transactions_per_step: float = 0.0  # store transactions opened inside this phase
+    statements_per_step: float = 0.0  # SQL statements executed inside this phase
 
 
 @dataclass(frozen=True)
@@ -51,15 +53,21 @@ class _Timers:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.calls: Counter[str] = Counter()
+        self.transactions: Counter[str] = Counter()
+        self.statements: Counter[str] = Counter()
+        self.current = "everything else"
+        self.in_step = False  # counts only inside timed steps (not the leg's setup or its final check)
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            outer, self.current = self.current, name
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
                 self.calls[name] += 1
+                self.current = outer
 
         return wrapper
 
@@ -70,7 +78,20 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     from baton.models import ExecutionCheckpoint
     from baton.store.base import SqlStore
     from baton.store.blobs import BlobStore
+    from baton.store.core import StoreCore, Tx
     from baton.store.sql_blobs import SqlBlobStore
+
+    original_tx, original_rows = StoreCore._tx, Tx.rows
+
+    @contextmanager
+    def counted_tx(store: Any, write: bool = True) -> Iterator[Any]:
+        timers.transactions[timers.current] += int(timers.in_step)
+        with original_tx(store, write) as handle:
+            yield handle
+
+    def counted_rows(handle: Any, sql: str, params: Any = ()) -> Any:
+        timers.statements[timers.current] += int(timers.in_step)
+        return original_rows(handle, sql, params)
 
     original_seal = ExecutionCheckpoint.seal
 
@@ -78,7 +99,23 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         timed = timers.timed("ExecutionCheckpoint.seal (hash + validate)", original_seal)
         return cast(ExecutionCheckpoint, timed(**fields))
 
+    from baton.bench.measure import _Lap
+
+    lap_enter, lap_exit = _Lap.__enter__, _Lap.__exit__
+
+    def enter_step(lap: Any) -> None:
+        timers.in_step = True
+        lap_enter(lap)
+
+    def exit_step(lap: Any, *exc: object) -> None:
+        lap_exit(lap, *exc)
+        timers.in_step = False
+
     patches: list[tuple[Any, str, Any]] = [
+        (_Lap, "__enter__", enter_step),
+        (_Lap, "__exit__", exit_step),
+        (StoreCore, "_tx", counted_tx),
+        (Tx, "rows", counted_rows),
         (ExecutionCheckpoint, "seal", staticmethod(seal)),
         (checkpoints, "ensure_no_secrets",
          timers.timed("secret scan of new parts (secret_scan.ensure_no_secrets)", getattr(checkpoints, "ensure_no_secrets"))),
@@ -120,12 +157,14 @@ def profile_baton(steps: int = 400, backend: str = "sqlite", blobs: str = "files
         out = leg(inp)
     total = sum(out.step_seconds)
     phases = [
-        Phase(name, seconds / steps * 1000, timers.calls[name] / steps, seconds / total)
+        Phase(name, seconds / steps * 1000, timers.calls[name] / steps, seconds / total,
+              timers.transactions[name] / steps, timers.statements[name] / steps)
         for name, seconds in sorted(timers.seconds.items(), key=lambda item: -item[1])
     ]
     accounted = sum(timers.seconds.values())
     phases.append(Phase("everything else (records, pydantic, canonical JSON)", (total - accounted) / steps * 1000,
-                        0.0, (total - accounted) / total))
+                        0.0, (total - accounted) / total, timers.transactions["everything else"] / steps,
+                        timers.statements["everything else"] / steps))
     profiler = cProfile.Profile()
     with _leg_input(observations, backend) as inp:
         profiler.enable()

@@ -90,3 +90,14 @@ def mean_ms(seconds: Sequence[float]) -> float:
 
 def median_ms(seconds: Sequence[float]) -> float:
     return statistics.median(seconds) * 1000.0 if seconds else float("nan")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): the smallest value with at least q% of the values at or below it."""
+    if not values:
+        return float("nan")
+    if not 0 < q <= 100:
+        raise ValueError(f"percentile q must be in (0, 100], not {q}")
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100)
+    return ordered[int(rank) - 1]

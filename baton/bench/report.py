@@ -441,12 +441,17 @@ def write_outputs(run: CheckpointRun, machine: dict[str, object], command: str, 
 
 
 def profile_rows(profile: StepProfile) -> tuple[list[str], list[list[str]]]:
-    header = ["where the time goes", "ms per step", "calls per step", "share"]
+    header = ["where the time goes", "ms per step", "calls per step", "share", "store transactions per step",
+              "SQL statements per step"]
     rows = [
-        [p.name, f"{p.ms_per_step:.2f}", f"{p.calls_per_step:.0f}" if p.calls_per_step else "", f"{p.share:.0%}"]
+        [p.name, f"{p.ms_per_step:.2f}", f"{p.calls_per_step:.0f}" if p.calls_per_step else "", f"{p.share:.0%}",
+         f"{p.transactions_per_step:g}", f"{p.statements_per_step:g}"]
         for p in profile.phases
     ]
-    rows.append(["total (instrumented run)", f"{profile.ms_per_step:.2f}", "", "100%"])
+    transactions = sum(p.transactions_per_step for p in profile.phases)
+    statements = sum(p.statements_per_step for p in profile.phases)
+    rows.append(["total (instrumented run)", f"{profile.ms_per_step:.2f}", "", "100%", f"{transactions:g}",
+                 f"{statements:g}"])
     return header, rows
 
 

@@ -1,4 +1,4 @@
-"""`baton bench`: Baton measured side by side with LangGraph and DBOS.
+"""`baton bench`: Baton measured side by side with LangGraph and DBOS, and against the raw floor.
 
 Sub-benchmarks live in `baton.bench` (one module each) and are imported only
 when run, so the rest of the CLI never needs the benchmark-only extra.
@@ -21,6 +21,16 @@ def _parse_steps(text: str) -> tuple[int, ...]:
     if not steps or steps[0] < 1:
         raise typer.BadParameter("--steps needs at least one positive integer")
     return steps
+
+
+def _parse_levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError as exc:
+        raise typer.BadParameter(f"--concurrency takes comma-separated integers, not {text!r}") from exc
+    if not levels or levels[0] < 1:
+        raise typer.BadParameter("--concurrency needs at least one positive integer")
+    return levels
 
 
 def _emit_json(document: dict[str, Any]) -> None:
@@ -100,6 +110,50 @@ def register(app: typer.Typer) -> None:
                 f"Checkpoint step profile: Baton ({report.BLOB_NAMES[blobs]} blobs) on {report.BACKEND_NAMES[backend]}",
             )
             Console(stderr=True).print(f"wrote {doc}")
+
+    @bench.command("handoff")
+    def handoff(
+        samples: int = typer.Option(200, "--samples", min=1, help="Handoffs measured per store (each of its own run)."),
+        systems: str = typer.Option(
+            "all", "--systems",
+            help="Comma-separated stores: sqlite-files, sqlite-sqlblobs, postgres-files, postgres-sqlblobs, "
+            "or a backend (sqlite, postgres); 'all' for every one.",
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+        out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) to write the JSON and benchmarks.md into."),
+        workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
+    ) -> None:
+        """Handoff latency: prepare, commit and restore (p50, p99) without revalidation, SQLite and PostgreSQL."""
+        from baton.bench.handoff_bench import select_systems as select_handoff
+        from baton.bench.run_handoff import main
+
+        try:
+            chosen = select_handoff(systems)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        document = main(samples=samples, systems=[s.key for s in chosen], out=out, as_json=as_json, workdir=workdir)
+        if as_json:
+            _emit_json(document)
+
+    @bench.command("gateway")
+    def gateway(
+        concurrency: str = typer.Option("1,4,8", "--concurrency", help="Worker process counts, comma-separated."),
+        duration: float = typer.Option(5.0, "--duration", min=0.1, help="Seconds each round measures."),
+        repeat: int = typer.Option(2, "--repeat", min=1, help="Rounds of each kind (gateway, floor) per level."),
+        profile_ops: int = typer.Option(
+            300, "--profile-ops", min=0, help="Mutations in the single-process step profile (0: no profile)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+        out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) to write the JSON and benchmarks.md into."),
+        workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
+    ) -> None:
+        """Gateway throughput: fenced mutations/s and latency with N worker processes on PostgreSQL, beside the floor."""
+        from baton.bench.run_gateway import main
+
+        document = main(concurrency=_parse_levels(concurrency), duration_s=duration, repeat=repeat,
+                        profile_ops=profile_ops, out=out, as_json=as_json, workdir=workdir)
+        if as_json:
+            _emit_json(document)
 
     @bench.command("all")
     def run_all(

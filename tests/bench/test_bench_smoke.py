@@ -150,3 +150,19 @@ def test_cli_json(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["steps"] == [2, 4]
     assert [leg["status"] for leg in document["legs"]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("blobs", ["files", "sql"])
+def test_checkpoint_profile_runs(blobs: str) -> None:
+    """The profile's timers and counters still fit the sealing code: every step is one append transaction."""
+    from baton.bench.checkpoint_profile import profile_baton
+
+    profile = profile_baton(steps=4, backend="sqlite", blobs=blobs, top=5)
+    assert profile.steps == 4 and profile.ms_per_step > 0
+    by_name = {phase.name: phase for phase in profile.phases}
+    append = by_name["SqlStore.append_checkpoint (one transaction)"]
+    assert append.calls_per_step == 1 and append.transactions_per_step == 1 and append.statements_per_step >= 2
+    assert sum(phase.share for phase in profile.phases) == pytest.approx(1.0)
+    assert "ncalls" in profile.top_functions
+    header, rows = report.profile_rows(profile)
+    assert len(rows[0]) == len(header)

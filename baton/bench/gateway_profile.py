@@ -1,0 +1,190 @@
+"""Where a gateway mutation spends its time, and how many round trips it makes.
+
+One process, one run, on a fresh PostgreSQL database: `ops` mutations
+through `MutationGateway.submit` with timers around each step (store calls,
+capability check, target), counting the store's transactions and statements
+per mutation, then once more under cProfile for the functions underneath;
+then the same number of floor operations. On PostgreSQL every
+store transaction costs a BEGIN and a COMMIT round trip besides its
+statements (psycopg opens transactions with an explicit BEGIN), and every
+write transaction ends in a durable commit (a WAL flush). Not part of the
+measured benchmark: the timers add their own overhead.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+from baton.bench.pg import fresh_database
+
+
+@dataclass(frozen=True)
+class ProfileStep:
+    name: str
+    ms_per_op: float
+    calls_per_op: float
+    transactions_per_op: float
+    statements_per_op: float
+
+
+@dataclass(frozen=True)
+class GatewayProfile:
+    ops: int
+    ms_per_op: float
+    steps: tuple[ProfileStep, ...]
+    transactions_per_op: float
+    write_transactions_per_op: float
+    statements_per_op: float
+    floor_ms_per_op: float
+    top_functions: str = ""  # cProfile of the gateway process, sorted by own time
+    floor_statements_per_op: float = 2.0
+    floor_transactions_per_op: float = 1.0
+
+    @property
+    def round_trips_per_op(self) -> float:
+        """Statements plus a BEGIN and a COMMIT per transaction (psycopg, autocommit off)."""
+        return self.statements_per_op + 2 * self.transactions_per_op
+
+    @property
+    def floor_round_trips_per_op(self) -> float:
+        return self.floor_statements_per_op + 2 * self.floor_transactions_per_op
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+        self.tx: Counter[str] = Counter()
+        self.stmts: Counter[str] = Counter()
+        self.current: str | None = None
+        self.transactions = 0
+        self.write_transactions = 0
+        self.statements = 0
+
+    def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            outer, self.current = self.current, name
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+                self.calls[name] += 1
+                self.current = outer
+
+        return wrapper
+
+
+@contextmanager
+def _instrumented(counters: _Counters, gateway: Any) -> Iterator[None]:
+    from baton.store.core import StoreCore, Tx
+
+    original_tx = StoreCore._tx
+    original_rows = Tx.rows
+
+    @contextmanager
+    def tx(self: Any, write: bool = True) -> Iterator[Any]:
+        counters.transactions += 1
+        counters.write_transactions += int(write)
+        if counters.current:
+            counters.tx[counters.current] += 1
+        with original_tx(self, write) as handle:
+            yield handle
+
+    def rows(self: Any, sql: str, params: Any = ()) -> Any:
+        counters.statements += 1
+        if counters.current:
+            counters.stmts[counters.current] += 1
+        return original_rows(self, sql, params)
+
+    store = gateway.store
+    steps = {
+        "epoch check (store.current_epoch)": (store, "current_epoch"),
+        "database clock (store.db_now)": (store, "db_now"),
+        "capability check (AuthorityService.verify, JWT)": (gateway.authority, "verify"),
+        "claim key + PREPARED (store.begin_operation)": (store, "begin_operation"),
+        "target.apply (in-process)": (gateway.targets[next(iter(gateway.targets))], "apply"),
+        "COMMITTED (store.finish_operation)": (store, "finish_operation"),
+    }
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(StoreCore, "_tx", tx))
+        stack.enter_context(mock.patch.object(Tx, "rows", rows))
+        for name, (owner, attr) in steps.items():
+            stack.enter_context(mock.patch.object(owner, attr, counters.timed(name, getattr(owner, attr))))
+        yield
+
+
+def profile_gateway(server_url: str, ops: int, signing_key: bytes, top: int = 15) -> GatewayProfile:
+    """Instrumented single-process gateway run (timers, then cProfile) and floor run of `ops` operations each."""
+    import psycopg
+
+    from baton.agents.releases import RELEASES
+    from baton.bench.gateway_bench import FLOOR_TABLES, floor_op, mutation, open_gateway
+    from baton.models import RunKind
+    from baton.ownership import Coordinator
+    from baton.store.factory import open_store
+
+    with fresh_database(server_url, prefix="gwprofile") as db:
+        setup = open_store(db.url)
+        try:
+            setup.create_run("profile-run", RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway")
+            assert Coordinator(setup, name="bench-scheduler").grant("profile-run", "profiler", ttl_s=3600) is not None
+        finally:
+            setup.close()
+        store, gateway, _, lease, token = open_gateway(db.url, "profile-run", "profiler", signing_key)
+        try:
+            for n in range(20):
+                gateway.submit(mutation("profile-run", lease.epoch, token, f"warm:{n}", n, "profiler"))
+            counters = _Counters()
+            with _instrumented(counters, gateway):
+                start = time.perf_counter()
+                for n in range(ops):
+                    gateway.submit(mutation("profile-run", lease.epoch, token, f"op:{n}", n, "profiler"))
+                total = time.perf_counter() - start
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for n in range(ops):
+                gateway.submit(mutation("profile-run", lease.epoch, token, f"profiled:{n}", n, "profiler"))
+            profiler.disable()
+        finally:
+            store.close()
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            for statement in FLOOR_TABLES:
+                conn.execute(statement)
+            conn.execute("INSERT INTO bench_fence (run_id, epoch) VALUES ('floor', 1)")
+        with psycopg.connect(db.url, autocommit=False) as conn:
+            for n in range(20):
+                floor_op(conn, "floor", 1, f"warm:{n}", n)
+            start = time.perf_counter()
+            for n in range(ops):
+                floor_op(conn, "floor", 1, str(n), n)
+            floor_total = time.perf_counter() - start
+    steps = [
+        ProfileStep(name, counters.seconds[name] / ops * 1000, counters.calls[name] / ops,
+                    counters.tx[name] / ops, counters.stmts[name] / ops)
+        for name in sorted(counters.seconds, key=lambda n: -counters.seconds[n])
+    ]
+    accounted = sum(counters.seconds.values())
+    steps.append(ProfileStep("everything else (request model, payload hash, operation entry, result)",
+                             (total - accounted) / ops * 1000, 0.0, 0.0, 0.0))
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(top)
+    return GatewayProfile(
+        top_functions=text.getvalue(),
+        ops=ops,
+        ms_per_op=total / ops * 1000,
+        steps=tuple(steps),
+        transactions_per_op=counters.transactions / ops,
+        write_transactions_per_op=counters.write_transactions / ops,
+        statements_per_op=counters.statements / ops,
+        floor_ms_per_op=floor_total / ops * 1000,
+    )

@@ -151,7 +151,7 @@ class _PartWriter:
 
     def write(self, *, scan_secrets: bool) -> None:
         """Scan the new parts, then store every new part and raw content (one lookup for all)."""
-        stored = self.blobs.has_many([*self.parts, *self.raw])
+        stored = self.blobs.stored_hint([*self.parts, *self.raw])
         new = {ref: part for ref, part in self.parts.items() if ref not in stored}
         if scan_secrets:
             ensure_no_secrets((label, record.model_dump(mode="json")) for label, record, _ in new.values())
@@ -257,6 +257,7 @@ def seal_checkpoint(
     checkpoint = build_checkpoint(staged, contents=contents, **build)
     if isinstance(blobs, SqlBlobStore) and blobs.store is store:
         store.append_checkpoint(checkpoint, blobs=staged.pending)
+        blobs.mark_stored(staged.pending)
     else:
         blobs.put_many(staged.pending)
         store.append_checkpoint(checkpoint)

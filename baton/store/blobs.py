@@ -31,6 +31,10 @@ class Blobs(Protocol):
 
     def has_many(self, refs: Iterable[str]) -> set[str]: ...
 
+    def stored_hint(self, refs: Iterable[str]) -> set[str]:
+        """Refs known to be stored without asking far (a subset of `has_many`; cheap)."""
+        ...
+
     def size(self, ref: str) -> int: ...
 
     def total_bytes(self) -> int: ...
@@ -103,6 +107,10 @@ class BlobStore:
     def has_many(self, refs: Iterable[str]) -> set[str]:
         """The subset of `refs` already stored."""
         return {ref for ref in refs if self.has(ref)}
+
+    def stored_hint(self, refs: Iterable[str]) -> set[str]:
+        """For files, asking is a stat: exact."""
+        return self.has_many(refs)
 
     def size(self, ref: str) -> int:
         return self._path(ref).stat().st_size

@@ -10,6 +10,9 @@ from baton.identity import REF_PREFIX, hex_of
 from baton.store.core import StoreCore, Tx
 
 
+_ROWS_PER_INSERT = 200
+
+
 def digest_of(ref: str) -> bytes:
     """The 32 raw digest bytes of a (validated) ref."""
     return bytes.fromhex(hex_of(ref))
@@ -19,11 +22,16 @@ class BlobsSql(StoreCore):
     """Immutable bytes keyed by their sha256; written once, verified on every read."""
 
     def _insert_blobs(self, tx: Tx, blobs: Mapping[str, bytes]) -> None:
+        params: list[bytes] = []
         for ref, data in blobs.items():
             actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
             if actual != ref:
                 raise IntegrityError(f"refusing to store bytes under {ref}: they hash to {actual}")
-            tx.rows("INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest_of(ref), data))
+            params += [digest_of(ref), data]
+        for start in range(0, len(params), 2 * _ROWS_PER_INSERT):  # one statement per batch of rows
+            chunk = params[start:start + 2 * _ROWS_PER_INSERT]
+            values = ", ".join("(?, ?)" for _ in range(len(chunk) // 2))
+            tx.rows(f"INSERT INTO blobs (digest, data) VALUES {values} ON CONFLICT DO NOTHING", tuple(chunk))
 
     def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
         """Store each (ref, bytes) pair once, in one transaction."""

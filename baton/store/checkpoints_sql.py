@@ -70,10 +70,8 @@ class CheckpointsSql(BlobsSql):
         return ckpt
 
     @staticmethod
-    def _check_owner_epoch(tx: Tx, ckpt: ExecutionCheckpoint) -> None:
+    def _check_owner_epoch(ckpt: ExecutionCheckpoint, current: int) -> None:
         # A fenced worker must not extend the chain: sealing is a mutation too.
-        row = tx.one("SELECT epoch FROM leases WHERE run_id = ?", (ckpt.run_id,))
-        current = 0 if row is None else int(row[0])
         if ckpt.owner_epoch < current:
             raise StaleEpochError(
                 f"checkpoint {ckpt.checkpoint_id} of run {ckpt.run_id!r} was sealed at epoch {ckpt.owner_epoch}, "
@@ -86,23 +84,29 @@ class CheckpointsSql(BlobsSql):
         `blobs` (ref -> bytes) are written to the blob table in the same
         transaction, so a checkpoint and the parts it introduced commit at once.
         """
-        expected_hash = ExecutionCheckpoint.compute_hash(ckpt.model_dump(mode="json"))
+        body = ckpt.model_dump(mode="json")
+        expected_hash = ExecutionCheckpoint.compute_hash(body)
         if expected_hash != ckpt.checkpoint_hash:
             raise CheckpointIntegrityError(
                 f"checkpoint {ckpt.checkpoint_id}: hash {ckpt.checkpoint_hash} does not match content {expected_hash}"
             )
         with self._tx() as tx:
-            self._lock_run(tx, ckpt.run_id)
-            self._check_owner_epoch(tx, ckpt)
-            latest = tx.one(
-                "SELECT seq, checkpoint_id, checkpoint_hash, body_kind, body FROM checkpoints "
-                "WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
+            # One statement locks the lease row (so the epoch cannot advance under this append)
+            # and reads the epoch and the latest checkpoint.
+            head = tx.one(
+                "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body FROM leases l "
+                "LEFT JOIN checkpoints c ON c.run_id = l.run_id "
+                "AND c.seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = l.run_id) "
+                "WHERE l.run_id = ? {for_update_lease}",
                 (ckpt.run_id,),
             )
+            if head is None:
+                raise RecordNotFoundError(f"run {ckpt.run_id!r} is not in the store")
+            self._check_owner_epoch(ckpt, int(head[0]))
+            latest = None if head[1] is None else head[1:]
             self._check_chain(ckpt, latest)
             if blobs:
                 self._insert_blobs(tx, blobs)
-            body = ckpt.model_dump(mode="json")
             parent = None
             if latest is not None:
                 parent = self._body_cache().get(str(latest[2])) or self._full_body(

@@ -6,6 +6,7 @@ Store SQL is written once with `?` placeholders and these macros:
 * `{now_plus}` the database clock plus a duration given as one parameter
                (the parameter comes from `Dialect.duration_param`);
 * `{json}`     a placeholder for a JSON document (text in SQLite, jsonb in PostgreSQL);
+* `{for_update_lease}` the same, limited to the table aliased `l` (for joins);
 * `{for_update}` a row-lock clause (empty in SQLite, where `BEGIN IMMEDIATE`
                already serializes writers).
 
@@ -52,6 +53,7 @@ class Dialect(ABC):
                 sql.replace("{now_plus}", self.now_plus_sql)
                 .replace("{now}", self.now_sql)
                 .replace("{json}", self.json_param_sql)
+                .replace("{for_update_lease}", f"{self.for_update_sql} OF l" if self.for_update_sql else "")
                 .replace("{for_update}", self.for_update_sql)
             )
             cached = self._placeholders(expanded)

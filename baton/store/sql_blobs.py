@@ -9,18 +9,33 @@ from baton.store.base import SqlStore
 
 
 class SqlBlobStore:
-    """The `Blobs` interface over the store's `blobs` table."""
+    """The `Blobs` interface over the store's `blobs` table.
+
+    Remembers the refs it has seen stored (blobs are never removed), so sealing
+    can skip parts it already wrote without a round trip to the database.
+    """
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
+        self._known: set[str] = set()
+
+    def mark_stored(self, refs: Iterable[str]) -> None:
+        """Remember refs that a committed transaction stored."""
+        self._known.update(refs)
+
+    def stored_hint(self, refs: Iterable[str]) -> set[str]:
+        """Refs this process knows are stored; unknown ones may be stored too (inserts ignore duplicates)."""
+        return self._known.intersection(refs)
 
     def put(self, data: bytes) -> str:
         ref = sha256_ref(data)
         self.store.put_blobs({ref: data})
+        self._known.add(ref)
         return ref
 
     def put_many(self, blobs: Mapping[str, bytes]) -> None:
         self.store.put_blobs(blobs)
+        self._known.update(blobs)
 
     def get(self, ref: str) -> bytes:
         return self.store.get_blob(ref)
@@ -29,7 +44,11 @@ class SqlBlobStore:
         return self.store.has_blob(ref)
 
     def has_many(self, refs: Iterable[str]) -> set[str]:
-        return self.store.stored_blobs(refs)
+        wanted = set(refs)
+        found = self._known & wanted
+        found |= self.store.stored_blobs(wanted - found)
+        self._known |= found
+        return found
 
     def size(self, ref: str) -> int:
         return self.store.blob_size(ref)

@@ -33,6 +33,11 @@ class StagedBlobs:
         """Stage blobs the caller already knows the base lacks (no lookup)."""
         self.pending.update(blobs)
 
+    def stored_hint(self, refs: Iterable[str]) -> set[str]:
+        wanted = set(refs)
+        here = {ref for ref in wanted if ref in self.pending or ref in self._known}
+        return here | self.base.stored_hint(wanted - here)
+
     def is_new(self, ref: str) -> bool:
         """True when `ref` was staged here (the base did not hold it)."""
         return ref in self.pending

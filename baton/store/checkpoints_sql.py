@@ -15,7 +15,7 @@ from baton.store.blobs_sql import BlobsSql
 from baton.store.core import Row, Tx
 from baton.store.dialect import require_aware
 
-_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind"
+_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind, parent_checkpoint_id"
 _BODY_CACHE_LIMIT = 256
 
 
@@ -28,31 +28,39 @@ class CheckpointsSql(BlobsSql):
             cache = self._bodies = {}
         return cache
 
-    def _remember(self, checkpoint_hash: str, body: dict[str, Any]) -> None:
+    def _remember(self, checkpoint_id: str, body: dict[str, Any]) -> None:
         cache = self._body_cache()
         if len(cache) >= _BODY_CACHE_LIMIT:
             cache.clear()
-        cache[checkpoint_hash] = body
+        cache[checkpoint_id] = body
 
-    def _full_body(self, tx: Tx, run_id: str, seq: int, kind: str, text: str) -> dict[str, Any]:
-        """The whole body of the row (run_id, seq), rebuilding a delta from its last full ancestor."""
-        if kind == manifest_delta.FULL:
-            return dict(json.loads(text))
-        parent_hash = json.loads(text)["set"].get("parent_checkpoint_hash")
-        parent = self._body_cache().get(parent_hash) if isinstance(parent_hash, str) else None
+    def _full_body(self, tx: Tx, run_id: str, row: manifest_delta.StoredRow) -> dict[str, Any]:
+        """The whole body of `row`, rebuilding a delta from its parent (cached) or its last full ancestor."""
+        if row.kind == manifest_delta.FULL:
+            return dict(json.loads(row.text))
+        parent = self._body_cache().get(row.parent_checkpoint_id or "")
         if parent is not None:
-            return manifest_delta.rebuild([(manifest_delta.FULL, json.dumps(parent)), (kind, text)])
+            return manifest_delta.apply(parent, row)
         rows = tx.rows(
-            "SELECT body_kind, body FROM checkpoints WHERE run_id = ? AND seq <= ? AND seq >= "
+            "SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body FROM checkpoints "
+            "WHERE run_id = ? AND seq <= ? AND seq >= "
             "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND seq <= ? AND body_kind = 'full') ORDER BY seq",
-            (run_id, seq, run_id, seq),
+            (run_id, row.seq, run_id, row.seq),
         )
-        return manifest_delta.rebuild((str(row[0]), str(row[1])) for row in rows)
+        return manifest_delta.rebuild(
+            manifest_delta.StoredRow(str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else str(r[3]),
+                                     str(r[4]), str(r[5]))
+            for r in rows
+        )
 
     def _checkpoint(self, tx: Tx, row: Row) -> ExecutionCheckpoint:
-        checkpoint_id, run_id, seq, stored_hash, text, kind = row
+        checkpoint_id, run_id, seq, stored_hash, text, kind, parent_id = row
+        stored = manifest_delta.StoredRow(
+            str(checkpoint_id), int(seq), str(stored_hash), None if parent_id is None else str(parent_id),
+            str(kind), str(text),
+        )
         try:
-            body = self._full_body(tx, run_id, int(seq), str(kind), str(text))
+            body = self._full_body(tx, run_id, stored)
             ckpt = ExecutionCheckpoint.model_validate(body)
         except (ValidationError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointIntegrityError(f"checkpoint {checkpoint_id}: stored body does not validate: {exc}") from exc
@@ -66,7 +74,7 @@ class CheckpointsSql(BlobsSql):
                 f"checkpoint {checkpoint_id}: row (run {run_id}, seq {seq}) does not match its body "
                 f"({ckpt.checkpoint_id}, run {ckpt.run_id}, seq {ckpt.seq})"
             )
-        self._remember(ckpt.checkpoint_hash, body)
+        self._remember(ckpt.checkpoint_id, body)
         return ckpt
 
     @staticmethod
@@ -94,7 +102,8 @@ class CheckpointsSql(BlobsSql):
             # One statement locks the lease row (so the epoch cannot advance under this append)
             # and reads the epoch and the latest checkpoint.
             head = tx.one(
-                "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body FROM leases l "
+                "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body, "
+                "c.parent_checkpoint_id FROM leases l "
                 "LEFT JOIN checkpoints c ON c.run_id = l.run_id "
                 "AND c.seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = l.run_id) "
                 "WHERE l.run_id = ? {for_update_lease}",
@@ -109,8 +118,12 @@ class CheckpointsSql(BlobsSql):
                 self._insert_blobs(tx, blobs)
             parent = None
             if latest is not None:
-                parent = self._body_cache().get(str(latest[2])) or self._full_body(
-                    tx, ckpt.run_id, int(latest[0]), str(latest[3]), str(latest[4])
+                parent = self._body_cache().get(str(latest[1])) or self._full_body(
+                    tx,
+                    ckpt.run_id,
+                    manifest_delta.StoredRow(str(latest[1]), int(latest[0]), str(latest[2]),
+                                             None if latest[5] is None else str(latest[5]),
+                                             str(latest[3]), str(latest[4])),
                 )
             kind, text = manifest_delta.encode(body, parent, ckpt.seq)
             tx.rows(
@@ -129,7 +142,7 @@ class CheckpointsSql(BlobsSql):
                     kind,
                 ),
             )
-        self._remember(ckpt.checkpoint_hash, body)
+        self._remember(ckpt.checkpoint_id, body)
 
     @staticmethod
     def _check_chain(ckpt: ExecutionCheckpoint, latest: Row | None) -> None:

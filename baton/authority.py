@@ -17,6 +17,7 @@ import datetime as dt
 import os
 import secrets
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -41,6 +42,7 @@ ALGORITHM = "HS256"
 ISSUER = "baton-authority"
 AUDIENCE = "baton-gateway"
 _REQUIRED_CLAIMS = ["iss", "aud", "iat", "exp", "jti", "run", "epoch", "operation", "level"]
+_DECODED_CACHE_SIZE = 1024  # tokens whose signature verified, per service
 
 
 # --- the signing key ---------------------------------------------------------------------------
@@ -147,6 +149,8 @@ class AuthorityService:
         if len(signing_key) < MIN_KEY_BYTES:
             raise SigningKeyError(f"a signing key needs at least {MIN_KEY_BYTES} bytes")
         self._key = signing_key
+        self._decoded: dict[str, CapabilityClaims] = {}
+        self._decoded_lock = threading.Lock()
         self.max_ttl_s = max_ttl_s
         self.approval_required_from = approval_required_from
 
@@ -252,7 +256,21 @@ class AuthorityService:
         now: dt.datetime | None = None,
     ) -> CapabilityClaims:
         """The claims of a capability that fits this exact request, or CapabilityError with a reason."""
-        now = now or _utcnow()
+        return self.check(
+            self.decode(token), run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
+            required_level=required_level, ceiling=ceiling, now=now,
+        )
+
+    def decode(self, token: str) -> CapabilityClaims:
+        """The claims a token carries, once its signature, issuer and audience verify; else CapabilityError.
+
+        Says nothing about time or scope: `check` judges those for each request. A
+        token that verified once verifies again (same bytes, same key), so its
+        claims are remembered for the next request that presents it.
+        """
+        cached = self._decoded.get(token)
+        if cached is not None:
+            return cached
         try:
             payload = jwt.decode(
                 token,
@@ -260,7 +278,7 @@ class AuthorityService:
                 algorithms=[ALGORITHM],
                 audience=AUDIENCE,
                 issuer=ISSUER,
-                # Expiry is judged below against the caller's (database) clock, to the microsecond.
+                # Expiry is judged in `check` against the caller's (database) clock, to the microsecond.
                 options={"verify_exp": False, "verify_iat": False, "require": _REQUIRED_CLAIMS},
             )
         except jwt.InvalidSignatureError as exc:
@@ -287,8 +305,45 @@ class AuthorityService:
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise CapabilityError(f"capability claims are malformed: {exc}", reason="malformed") from exc
+        with self._decoded_lock:
+            while len(self._decoded) >= _DECODED_CACHE_SIZE:
+                self._decoded.pop(next(iter(self._decoded)))
+            self._decoded[token] = claims
+        return claims
+
+    def check(
+        self,
+        claims: CapabilityClaims,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+        now: dt.datetime | None = None,
+    ) -> CapabilityClaims:
+        """`claims` (from `decode`) if unexpired at `now` and fit for this exact request; else CapabilityError."""
+        now = now or _utcnow()
         if now >= claims.expires_at:
             raise CapabilityError(f"capability {claims.capability_id} expired at {claims.expires_at.isoformat()}", reason="expired")
+        return self.check_scope(
+            claims, run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
+            required_level=required_level, ceiling=ceiling,
+        )
+
+    def check_scope(
+        self,
+        claims: CapabilityClaims,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+    ) -> CapabilityClaims:
+        """Everything `check` judges but expiry: run, epoch, operation, artifact, level and ceiling."""
         mismatches = (
             ("wrong_run", claims.run_id, run_id, "run"),
             ("wrong_epoch", claims.epoch, epoch, "epoch"),

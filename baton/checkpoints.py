@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -41,7 +42,7 @@ from baton.models import (
 from baton.identity import sha256_ref
 from baton.secret_scan import ensure_no_secrets
 from baton.store.base import SqlStore
-from baton.store.blobs import Blobs
+from baton.store.blobs import BlobReader, Blobs
 from baton.store.sql_blobs import SqlBlobStore
 from baton.store.staging import StagedBlobs
 
@@ -264,16 +265,109 @@ def seal_checkpoint(
     return checkpoint
 
 
-def load_observations(blobs: Blobs, manifest_ref: str) -> tuple[Observation, ...]:
-    """Walk the observation segment chain, oldest first."""
+class _Fetcher:
+    """Collects the refs one level of a walk needs and fetches them in one batched read.
+
+    `want` queues a ref (with what it is, for error messages); `run` fetches
+    every queued ref with one `get_many` (verified against its hash);
+    `record` parses a fetched ref. A missing part is reported when it is
+    parsed, a corrupt one when it is fetched, each naming what it was, as
+    `get_record` does.
+    """
+
+    def __init__(self, reader: BlobReader | Blobs) -> None:
+        self.reader = reader
+        self.fetched: dict[str, bytes] = {}
+        self._queued: dict[str, str] = {}
+        self._optional: set[str] = set()
+        self._parsed: dict[tuple[str, type[Record]], Record] = {}
+
+    def want(self, ref: str, what: str, *, optional: bool = False) -> None:
+        if ref not in self.fetched and ref not in self._queued:
+            self._queued[ref] = what
+            if optional:
+                self._optional.add(ref)
+
+    def run(self) -> None:
+        """Fetch every queued ref: one call of the backend (one query for SQL blobs)."""
+        queued, self._queued = self._queued, {}
+        if not queued:
+            return
+        get_many = getattr(self.reader, "get_many", None)
+        if get_many is None:  # a minimal backend with `get` only
+            for ref, what in queued.items():
+                self._get_one(ref, what)
+            return
+        try:
+            self.fetched.update(get_many(list(queued), missing_ok=True))
+        except IntegrityError as exc:
+            for ref, what in queued.items():  # name the corrupt part
+                self._get_one(ref, what)
+            raise CheckpointIntegrityError(f"a part of the checkpoint is corrupt: {exc}") from exc
+
+    def prefetch_chain(self, head: str) -> None:
+        """Take the observation segment chain ending at `head` in one query, where the backend can.
+
+        Only verified bytes come back and they are parsed and checked like any
+        others; whatever the backend could not follow is fetched by the walk.
+        """
+        chain = getattr(self.reader, "segment_chain", None)
+        if chain is not None:
+            for ref, data in chain(head).items():
+                self.fetched.setdefault(ref, data)
+
+    def _get_one(self, ref: str, what: str) -> None:
+        try:
+            self.fetched[ref] = self.reader.get(ref)
+        except BlobNotFoundError:
+            pass  # reported when parsed (or ignored, if optional)
+        except IntegrityError as exc:
+            raise CheckpointIntegrityError(f"{what} {ref} is corrupt: {exc}") from exc
+
+    def record(self, ref: str, model: type[R], what: str) -> R:
+        """The fetched `ref` parsed as `model` (parsed once per ref and model)."""
+        parsed = self._parsed.get((ref, model))
+        if parsed is None:
+            data = self.fetched.get(ref)
+            if data is None:
+                raise CheckpointIntegrityError(f"{what} {ref} is missing from the blob store")
+            parsed = self._parsed[(ref, model)] = model.from_canonical(data)
+        return parsed  # type: ignore[return-value]
+
+
+def _reading(blobs: Blobs) -> AbstractContextManager[BlobReader | Blobs]:
+    """The backend's reader for a walk of several fetches (one read transaction for SQL blobs)."""
+    reading = getattr(blobs, "reading", None)
+    return reading() if reading is not None else nullcontext(blobs)
+
+
+def _observation_log(fetch: _Fetcher, manifest_ref: str) -> tuple[Observation, ...]:
+    """Walk the segment chain, oldest observation first.
+
+    Where the backend can follow the chain itself (PostgreSQL blobs), the
+    segments come in one query and every observation in one more. Otherwise
+    each fetch brings the segment before the current one together with the
+    current one's observations (and whatever else the caller queued before
+    the walk): one fetch per segment.
+    """
+    fetch.prefetch_chain(manifest_ref)
+    if manifest_ref not in fetch.fetched:
+        fetch.want(manifest_ref, "observation segment")
+        fetch.run()
     segments: list[ObservationSegment] = []
     ref: str | None = manifest_ref
     while ref is not None:
-        segment = get_record(blobs, ref, ObservationSegment, what="observation segment")
+        segment = fetch.record(ref, ObservationSegment, "observation segment")
         segments.append(segment)
+        for obs_ref in segment.observation_refs:
+            fetch.want(obs_ref, "observation")
         ref = segment.previous
+        if ref is not None and ref not in fetch.fetched:
+            fetch.want(ref, "observation segment")
+            fetch.run()
+    fetch.run()  # the observations (and anything else) still queued
     observations = [
-        get_record(blobs, obs_ref, Observation, what="observation")
+        fetch.record(obs_ref, Observation, "observation")
         for segment in reversed(segments)
         for obs_ref in segment.observation_refs
     ]
@@ -284,39 +378,83 @@ def load_observations(blobs: Blobs, manifest_ref: str) -> tuple[Observation, ...
     return tuple(observations)
 
 
-def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint) -> RestoredRun:
+def load_observations(blobs: Blobs, manifest_ref: str) -> tuple[Observation, ...]:
+    """Walk the observation segment chain, oldest first (every blob verified)."""
+    with _reading(blobs) as reader:
+        return _observation_log(_Fetcher(reader), manifest_ref)
+
+
+def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint, *, verify_artifact: bool = False) -> RestoredRun:
     """Fetch and verify every part of `checkpoint`.
 
     The release and placement refs are checked against the ids the checkpoint
-    records, so a part swapped for another is caught.
+    records, so a part swapped for another is caught. With `verify_artifact`,
+    the current candidate's artifact bytes are fetched and re-hashed too when
+    the blob store holds them (they may live elsewhere).
+
+    Every blob is fetched and re-hashed, level by level: the parts and the
+    newest observation segment together, then each older segment with the
+    observations of the one after it (the candidates and evidence ride along
+    with the first). With SQL blobs that is one query per level, all in one
+    read transaction, rather than one transaction per blob.
     """
-    release = get_record(blobs, checkpoint.release_id, BehavioralRelease, what="behavioral release")
-    placement = get_record(blobs, checkpoint.placement_ref, Placement, what="placement")
-    if placement.environment.environment_id != checkpoint.environment_id:
-        raise CheckpointIntegrityError(
-            f"checkpoint {checkpoint.checkpoint_id}: placement environment does not match environment_id"
+    with _reading(blobs) as reader:
+        fetch = _Fetcher(reader)
+        top = (
+            (checkpoint.release_id, "behavioral release"),
+            (checkpoint.placement_ref, "placement"),
+            (checkpoint.candidate_manifest_ref, "candidate manifest"),
+            (checkpoint.verifier_evidence_ref, "evidence manifest"),
+            (checkpoint.task_state_ref, "run state"),
+            (checkpoint.operation_ledger_ref, "operation ledger"),
+            (checkpoint.authority_context_ref, "authority context"),
+            (checkpoint.budget_ledger_ref, "budget ledger"),
+            (checkpoint.workspace_snapshot_ref, "workspace identity"),
+            (checkpoint.search_state_ref, "search state"),
         )
-    candidates = get_record(blobs, checkpoint.candidate_manifest_ref, CandidateManifest, what="candidate manifest")
-    evidence = get_record(blobs, checkpoint.verifier_evidence_ref, EvidenceManifest, what="evidence manifest")
-    parts = RunParts(
-        run_kind=checkpoint.run_kind,
-        release=release,
-        placement=placement,
-        state=get_record(blobs, checkpoint.task_state_ref, PortableRunState, what="run state"),
-        operations=get_record(blobs, checkpoint.operation_ledger_ref, OperationLedger, what="operation ledger"),
-        authority=get_record(blobs, checkpoint.authority_context_ref, AuthorityContext, what="authority context"),
-        budget=get_record(blobs, checkpoint.budget_ledger_ref, BudgetLedger, what="budget ledger"),
-        candidates=tuple(get_record(blobs, ref, Candidate, what="candidate") for ref in candidates.candidate_refs),
-        evidence=tuple(
-            get_record(blobs, ref, VerifierEvidence, what="verifier evidence") for ref in evidence.evidence_refs
-        ),
-        constraints=checkpoint.constraints,
-        workspace=None
-        if checkpoint.workspace_snapshot_ref is None
-        else get_record(blobs, checkpoint.workspace_snapshot_ref, WorkspaceIdentity, what="workspace identity"),
-        search=None
-        if checkpoint.search_state_ref is None
-        else get_record(blobs, checkpoint.search_state_ref, SearchState, what="search state"),
-    )
-    observations = load_observations(blobs, checkpoint.observation_manifest_ref)
+        for ref, what in top:
+            if ref is not None:
+                fetch.want(ref, what)
+        fetch.want(checkpoint.observation_manifest_ref, "observation segment")
+        fetch.run()
+        release = fetch.record(checkpoint.release_id, BehavioralRelease, "behavioral release")
+        placement = fetch.record(checkpoint.placement_ref, Placement, "placement")
+        if placement.environment.environment_id != checkpoint.environment_id:
+            raise CheckpointIntegrityError(
+                f"checkpoint {checkpoint.checkpoint_id}: placement environment does not match environment_id"
+            )
+        candidates = fetch.record(checkpoint.candidate_manifest_ref, CandidateManifest, "candidate manifest")
+        evidence = fetch.record(checkpoint.verifier_evidence_ref, EvidenceManifest, "evidence manifest")
+        state = fetch.record(checkpoint.task_state_ref, PortableRunState, "run state")
+        operations = fetch.record(checkpoint.operation_ledger_ref, OperationLedger, "operation ledger")
+        authority = fetch.record(checkpoint.authority_context_ref, AuthorityContext, "authority context")
+        budget = fetch.record(checkpoint.budget_ledger_ref, BudgetLedger, "budget ledger")
+        for ref in candidates.candidate_refs:
+            fetch.want(ref, "candidate")
+        for ref in evidence.evidence_refs:
+            fetch.want(ref, "verifier evidence")
+        observations = _observation_log(fetch, checkpoint.observation_manifest_ref)
+        parts = RunParts(
+            run_kind=checkpoint.run_kind,
+            release=release,
+            placement=placement,
+            state=state,
+            operations=operations,
+            authority=authority,
+            budget=budget,
+            candidates=tuple(fetch.record(ref, Candidate, "candidate") for ref in candidates.candidate_refs),
+            evidence=tuple(
+                fetch.record(ref, VerifierEvidence, "verifier evidence") for ref in evidence.evidence_refs
+            ),
+            constraints=checkpoint.constraints,
+            workspace=None
+            if checkpoint.workspace_snapshot_ref is None
+            else fetch.record(checkpoint.workspace_snapshot_ref, WorkspaceIdentity, "workspace identity"),
+            search=None
+            if checkpoint.search_state_ref is None
+            else fetch.record(checkpoint.search_state_ref, SearchState, "search state"),
+        )
+        if verify_artifact and parts.current_candidate is not None:
+            fetch.want(parts.current_candidate.artifact_hash, "candidate artifact", optional=True)
+            fetch.run()
     return RestoredRun(checkpoint=checkpoint, parts=parts, observations=observations)

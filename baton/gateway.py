@@ -6,7 +6,7 @@ Each request passes three checks, in this order, before anything is sent:
    is refused with `StaleEpochError` and a STALE_WORKER_REJECTED event;
 2. capability - a signed capability scoped to this run, epoch, operation,
    artifact hash and authority level, unexpired by the database clock;
-3. idempotency key - the store claims the key atomically with a second epoch
+3. idempotency key - the store claims the key atomically with the epoch
    check: same key and payload returns the recorded outcome without a second
    side effect, a different payload is refused, an unfinished key is refused.
 
@@ -15,11 +15,25 @@ token (run, epoch), and recorded COMMITTED, NOT_COMMITTED or UNKNOWN. A
 timeout or transport error is UNKNOWN, never success: the caller gets
 `OutcomeUnknownError` and `baton.reconcile` asks the target later.
 
+A mutation is two store transactions (each one statement on PostgreSQL). The
+first, `claim_operation`, locks the run's lease row, reads its epoch and the
+database clock, and records the operation PREPARED only if the epoch is
+current, the capability is unexpired at that clock and the key is new; the
+gateway then judges its answer in the order above. So the caller sees the same
+errors as from three checks made one by one, the epoch checked is the epoch at
+the moment of the claim, and nothing is written for a refused request. The
+parts of the capability check that need neither epoch nor clock (signature,
+scope, level, ceiling; a verified token's claims are cached) run before the
+claim; a capability refused there takes the step-by-step way (epoch read,
+clock read, capability), so a stale caller is still refused for its epoch
+first. The second transaction records the outcome.
+
 Every call is written to a Jepsen-style history (`baton.history`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -150,14 +164,15 @@ class MutationGateway:
         if target is None:
             raise ValueError(f"unknown target {request.target!r}; registered: {sorted(self.targets)}")
         operation_id = self._new_id()
-        history = Recorder(self._history, request.process)
+        payload_ref = request.payload_ref
+        history: Recorder | _Silent = Recorder(self._history, request.process) if self._history is not None else _SILENT
         common: dict[str, Any] = {"epoch": request.epoch, "key": request.idempotency_key}
         history.invoke(
             "mutate", request.run_id, operation_id=operation_id, **common,
-            value={"operation": request.operation, "payload_ref": request.payload_ref, "rearm": rearm},
+            value={"operation": request.operation, "payload_ref": payload_ref, "rearm": rearm},
         )
         try:
-            result = self._checked_apply(request, target, operation_id, rearm)
+            result = self._checked_apply(request, target, operation_id, payload_ref, rearm)
         except (StaleEpochError, CapabilityError, IdempotencyConflictError, RetryRefusedError) as exc:
             history.fail("mutate", request.run_id, operation_id=getattr(exc, "operation_id", "") or operation_id,
                          **common, value={"error": _error_name(exc), "message": str(exc)})
@@ -179,42 +194,88 @@ class MutationGateway:
         return result
 
     def _checked_apply(
-        self, request: MutationRequest, target: MutationTarget, operation_id: str, rearm: bool
+        self, request: MutationRequest, target: MutationTarget, operation_id: str, payload_ref: str, rearm: bool
     ) -> MutationResult:
-        self._check_epoch(request)
+        claims = self._timeless_claims(request)
+        if claims is not None and not rearm:
+            entry = self._entry(request, operation_id, payload_ref, claims, _STAMPED_BY_STORE)
+            claimed = self._claim_key(request, entry, claims)
+            if isinstance(claimed, MutationResult):
+                return claimed
+            return self._send(request, target, claimed)
+        # Step by step, each check its own store read: a retry through reconciliation, or a
+        # capability that will be refused (but only after the epoch check, in its turn).
+        self._check_epoch(request, self.store.current_epoch(request.run_id))
         now = self.store.db_now()
-        claims = self._check_capability(request, now)
-        entry = OperationEntry(
+        claims = self._check_capability(request, claims, now)
+        entry = self._entry(request, operation_id, payload_ref, claims, now)
+        if rearm:
+            return self._send(request, target, self._rearm(request, entry))
+        claimed = self._claim_key(request, entry, claims)
+        return claimed if isinstance(claimed, MutationResult) else self._send(request, target, claimed)
+
+    def _timeless_claims(self, request: MutationRequest) -> CapabilityClaims | None:
+        """The capability's claims if everything but its expiry fits this request; None if it will be refused."""
+        try:
+            claims = self.authority.decode(request.capability)
+            return self.authority.check_scope(
+                claims,
+                run_id=request.run_id,
+                epoch=request.epoch,
+                operation=request.operation,
+                artifact_hash=request.artifact_hash,
+                required_level=request.required_level,
+                ceiling=self.ceiling,
+            )
+        except CapabilityError:
+            return None
+
+    def _claim_key(
+        self, request: MutationRequest, entry: OperationEntry, claims: CapabilityClaims
+    ) -> OperationEntry | MutationResult:
+        """Epoch, capability expiry and idempotency key, judged together in one store transaction.
+
+        The store locks the run's lease row, reads the epoch and the database
+        clock, and records the entry PREPARED only if the epoch is current, the
+        capability is unexpired at that clock and the key is new. Its answer is
+        then judged in the gateway's order. Returns the recorded entry, or the
+        recorded outcome of an earlier identical request; raises otherwise.
+        """
+        claim = self.store.claim_operation(entry, valid_until=claims.expires_at)
+        self._check_epoch(request, claim.epoch, at=claim.now)
+        self._check_capability(request, claims, claim.now)
+        if claim.kind == "new":
+            return claim.entry
+        if claim.kind == "refused" or claim.record is None:
+            raise StoreError(f"run {request.run_id!r}: the store refused a claim that passed the gateway's checks")
+        return self._taken(request, entry.payload_ref, claim.kind, claim.record)
+
+    @staticmethod
+    def _entry(
+        request: MutationRequest, operation_id: str, payload_ref: str, claims: CapabilityClaims, now: dt.datetime
+    ) -> OperationEntry:
+        # Every field comes from the validated request, the verified claims or the database clock.
+        return OperationEntry.model_construct(
             operation_id=operation_id,
             run_id=request.run_id,
             idempotency_key=request.idempotency_key,
             epoch=request.epoch,
             kind=request.operation,
             target=request.target,
-            payload_ref=request.payload_ref,
+            payload_ref=payload_ref,
             artifact_hash=request.artifact_hash,
             capability_id=claims.capability_id,
             state=OperationState.PREPARED,
             recorded_at=now,
+            detail="",
         )
-        try:
-            if rearm:
-                self._rearm(entry)
-            else:
-                replay = self._claim_key(entry)
-                if replay is not None:
-                    return replay
-        except StaleEpochError:  # the epoch moved between the first check and the claim
-            self._record_stale(request, self.store.current_epoch(request.run_id), where="gateway")
-            raise
-        return self._send(request, target, entry)
 
-    def _check_epoch(self, request: MutationRequest) -> None:
-        current = self.store.current_epoch(request.run_id)
+    def _check_epoch(self, request: MutationRequest, current: int, *, at: dt.datetime | None = None) -> None:
+        """Refuse a request whose epoch is not the run's current one; a stale caller's refusal is an event."""
         if request.epoch == current:
             return
         if request.epoch < current:
-            self._record_stale(request, current, where="gateway")
+            self._record_stale(request, current, where="gateway", at=at)
             raise StaleEpochError(
                 f"run {request.run_id!r}: {request.process} acted with epoch {request.epoch}, but the run is now at "
                 f"epoch {current}; this worker was fenced and may not cause side effects (key "
@@ -224,12 +285,14 @@ class MutationGateway:
             f"run {request.run_id!r}: epoch {request.epoch} has not been issued (current epoch is {current}); refused"
         )
 
-    def _record_stale(self, request: MutationRequest, current: int, *, where: str) -> None:
+    def _record_stale(
+        self, request: MutationRequest, current: int, *, where: str, at: dt.datetime | None = None
+    ) -> None:
         self.store.append_event(
             Event(
                 event_type=EventType.STALE_WORKER_REJECTED,
                 run_id=request.run_id,
-                at=self.store.db_now(),
+                at=at if at is not None else self.store.db_now(),
                 source_epoch=request.epoch,
                 target_epoch=current,
                 reason=f"mutation with a stale epoch refused at the {where}",
@@ -238,9 +301,13 @@ class MutationGateway:
             )
         )
 
-    def _check_capability(self, request: MutationRequest, now: Any) -> CapabilityClaims:
-        return self.authority.verify(
-            request.capability,
+    def _check_capability(
+        self, request: MutationRequest, claims: CapabilityClaims | None, now: dt.datetime
+    ) -> CapabilityClaims:
+        if claims is None:
+            claims = self.authority.decode(request.capability)  # raises if that is why it was refused
+        return self.authority.check(
+            claims,
             run_id=request.run_id,
             epoch=request.epoch,
             operation=request.operation,
@@ -250,22 +317,21 @@ class MutationGateway:
             now=now,
         )
 
-    def _claim_key(self, entry: OperationEntry) -> MutationResult | None:
-        """Claim the key for `entry`; return the recorded outcome on a replay; raise on a conflict."""
-        begun = self.store.begin_operation(entry)
-        record = begun.record
-        if begun.kind == "new":
-            return None
-        key = f"key {entry.idempotency_key!r} of run {entry.run_id!r}"
-        ids = {"run_id": entry.run_id, "idempotency_key": entry.idempotency_key, "operation_id": record.operation_id}
-        if begun.kind == "payload_mismatch":
+    def _taken(
+        self, request: MutationRequest, payload_ref: str, kind: str, record: IdempotencyRecord
+    ) -> MutationResult:
+        """The key was claimed before: the recorded outcome on a replay; raise on a conflict."""
+        key = f"key {request.idempotency_key!r} of run {request.run_id!r}"
+        ids = {"run_id": request.run_id, "idempotency_key": request.idempotency_key,
+               "operation_id": record.operation_id}
+        if kind == "payload_mismatch":
             raise PayloadMismatchError(
                 f"{key} was already used by operation {record.operation_id} with payload {record.payload_ref}; "
-                f"this request carries a different payload {entry.payload_ref}. Use a new idempotency key for a "
+                f"this request carries a different payload {payload_ref}. Use a new idempotency key for a "
                 "different operation.",
                 **ids,
             )
-        if begun.kind == "in_flight":
+        if kind == "in_flight":
             if record.state is OperationState.UNKNOWN:
                 raise OperationUnknownError(
                     f"{key}: operation {record.operation_id} has an UNKNOWN outcome; it must be reconciled against "
@@ -277,10 +343,10 @@ class MutationGateway:
                 "a concurrent request with the same key is refused until its outcome is recorded",
                 **ids,
             )
-        return self._replayed(entry, record)
+        return self._replayed(request, record)
 
     @staticmethod
-    def _replayed(entry: OperationEntry, record: IdempotencyRecord) -> MutationResult:
+    def _replayed(request: MutationRequest, record: IdempotencyRecord) -> MutationResult:
         if record.state is OperationState.COMMITTED:
             return MutationResult(
                 operation_id=record.operation_id,
@@ -290,19 +356,21 @@ class MutationGateway:
                 replayed=True,
             )
         raise OperationNotCommittedError(
-            f"key {entry.idempotency_key!r} of run {entry.run_id!r}: operation {record.operation_id} was not "
+            f"key {request.idempotency_key!r} of run {request.run_id!r}: operation {record.operation_id} was not "
             "committed by the target; a retry goes through reconciliation, where policy decides",
             operation_id=record.operation_id,
             reason="recorded_not_committed",
         )
 
-    def _rearm(self, entry: OperationEntry) -> None:
+    def _rearm(self, request: MutationRequest, entry: OperationEntry) -> OperationEntry:
         try:
             self.store.rearm_operation(entry.run_id, entry.idempotency_key, entry)
-        except StaleEpochError:
+        except StaleEpochError:  # the epoch moved between the check and the re-arm
+            self._record_stale(request, self.store.current_epoch(request.run_id), where="gateway")
             raise
         except StoreError as exc:
             raise RetryRefusedError(f"cannot retry key {entry.idempotency_key!r}: {exc}") from exc
+        return entry
 
     def _send(self, request: MutationRequest, target: MutationTarget, entry: OperationEntry) -> MutationResult:
         token = FencingToken(request.run_id, request.epoch)
@@ -350,6 +418,22 @@ class MutationGateway:
             return state
         except StoreError:
             return self.store.get_operation(operation_id).state
+
+
+_STAMPED_BY_STORE = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+"""recorded_at of an entry the store records at its own clock, read when it claims the key."""
+
+
+class _Silent:
+    """Stands in for a history Recorder when the gateway keeps no history."""
+
+    def invoke(self, f: str, run_id: str, **fields: Any) -> None:
+        del f, run_id, fields
+
+    ok = fail = info = invoke
+
+
+_SILENT = _Silent()
 
 
 def _error_name(exc: BaseException) -> str:

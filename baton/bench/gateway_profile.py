@@ -4,11 +4,12 @@ One process, one run, on a fresh PostgreSQL database: `ops` mutations
 through `MutationGateway.submit` with timers around each step (store calls,
 capability check, target), counting the store's transactions and statements
 per mutation, then once more under cProfile for the functions underneath;
-then the same number of floor operations. On PostgreSQL every
-store transaction costs a BEGIN and a COMMIT round trip besides its
-statements (psycopg opens transactions with an explicit BEGIN), and every
-write transaction ends in a durable commit (a WAL flush). Not part of the
-measured benchmark: the timers add their own overhead.
+then the same number of floor operations. Round trips are counted as
+sent: every statement, plus every BEGIN, COMMIT and ROLLBACK psycopg sends
+on its own (it opens a transaction with an explicit BEGIN unless the
+connection is in autocommit mode, as the store's one-statement transactions
+are); every write transaction ends in a durable commit (a WAL flush). Not
+part of the measured benchmark: the timers add their own overhead.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ class GatewayProfile:
     top_functions: str = ""  # cProfile of the gateway process, sorted by own time
     floor_statements_per_op: float = 2.0
     floor_transactions_per_op: float = 1.0
+    commands_per_op: float | None = None  # BEGIN / COMMIT / ROLLBACK sent on their own; None: not counted
 
     @property
     def round_trips_per_op(self) -> float:
-        """Statements plus a BEGIN and a COMMIT per transaction (psycopg, autocommit off)."""
-        return self.statements_per_op + 2 * self.transactions_per_op
+        """Statements plus the BEGIN and COMMIT commands sent (if not counted: one of each per transaction)."""
+        commands = 2 * self.transactions_per_op if self.commands_per_op is None else self.commands_per_op
+        return self.statements_per_op + commands
 
     @property
     def floor_round_trips_per_op(self) -> float:
@@ -69,6 +72,7 @@ class _Counters:
         self.transactions = 0
         self.write_transactions = 0
         self.statements = 0
+        self.commands = 0  # BEGIN, COMMIT, ROLLBACK sent by psycopg as commands of their own
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -86,10 +90,13 @@ class _Counters:
 
 @contextmanager
 def _instrumented(counters: _Counters, gateway: Any) -> Iterator[None]:
+    from psycopg._connection_base import BaseConnection
+
     from baton.store.core import StoreCore, Tx
 
     original_tx = StoreCore._tx
     original_rows = Tx.rows
+    original_command = BaseConnection._exec_command
 
     @contextmanager
     def tx(self: Any, write: bool = True) -> Iterator[Any]:
@@ -106,18 +113,24 @@ def _instrumented(counters: _Counters, gateway: Any) -> Iterator[None]:
             counters.stmts[counters.current] += 1
         return original_rows(self, sql, params)
 
+    def command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counters.commands += 1
+        return original_command(self, *args, **kwargs)
+
     store = gateway.store
     steps = {
-        "epoch check (store.current_epoch)": (store, "current_epoch"),
-        "database clock (store.db_now)": (store, "db_now"),
-        "capability check (AuthorityService.verify, JWT)": (gateway.authority, "verify"),
-        "claim key + PREPARED (store.begin_operation)": (store, "begin_operation"),
+        "capability, all but expiry (signature cached per token)": (gateway, "_timeless_claims"),
+        "epoch + expiry + key claim + PREPARED (store.claim_operation)": (store, "claim_operation"),
         "target.apply (in-process)": (gateway.targets[next(iter(gateway.targets))], "apply"),
         "COMMITTED (store.finish_operation)": (store, "finish_operation"),
+        # Only on the step-by-step path (a refused capability, a retry): absent from the table when unused.
+        "epoch read (store.current_epoch)": (store, "current_epoch"),
+        "database clock (store.db_now)": (store, "db_now"),
     }
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(StoreCore, "_tx", tx))
         stack.enter_context(mock.patch.object(Tx, "rows", rows))
+        stack.enter_context(mock.patch.object(BaseConnection, "_exec_command", command))
         for name, (owner, attr) in steps.items():
             stack.enter_context(mock.patch.object(owner, attr, counters.timed(name, getattr(owner, attr))))
         yield
@@ -174,7 +187,7 @@ def profile_gateway(server_url: str, ops: int, signing_key: bytes, top: int = 15
         for name in sorted(counters.seconds, key=lambda n: -counters.seconds[n])
     ]
     accounted = sum(counters.seconds.values())
-    steps.append(ProfileStep("everything else (request model, payload hash, operation entry, result)",
+    steps.append(ProfileStep("everything else (request model, payload hash, operation entry, history, result)",
                              (total - accounted) / ops * 1000, 0.0, 0.0, 0.0))
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(top)
@@ -187,4 +200,5 @@ def profile_gateway(server_url: str, ops: int, signing_key: bytes, top: int = 15
         write_transactions_per_op=counters.write_transactions / ops,
         statements_per_op=counters.statements / ops,
         floor_ms_per_op=floor_total / ops * 1000,
+        commands_per_op=counters.commands / ops,
     )

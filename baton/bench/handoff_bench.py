@@ -267,7 +267,11 @@ class _Bench:
 
 
 class _StoreCounter:
-    """Counts store transactions (and write transactions), SQL statements and blob reads while installed."""
+    """Counts store transactions (and write transactions), SQL statements and blob reads while installed.
+
+    A blob read is one blob fetched and verified against its hash, whether alone (`get`) or
+    as one of several fetched by one query (`get_many`).
+    """
 
     def __init__(self) -> None:
         self.totals = {"transactions": 0, "write_transactions": 0, "statements": 0, "blob_reads": 0}
@@ -277,12 +281,13 @@ class _StoreCounter:
         from unittest import mock
 
         from baton.store.blobs import BlobStore
+        from baton.store.blobs_sql import BlobsSql
         from baton.store.core import StoreCore, Tx
         from baton.store.sql_blobs import SqlBlobStore
 
         totals = self.totals
         original_tx, original_rows = StoreCore._tx, Tx.rows
-        file_get, sql_get = BlobStore.get, SqlBlobStore.get
+        file_get, sql_get, sql_select = BlobStore.get, SqlBlobStore.get, BlobsSql._select_blobs
 
         @contextmanager
         def tx(store: Any, write: bool = True) -> Iterator[Any]:
@@ -301,11 +306,17 @@ class _StoreCounter:
                 return get(blobs, ref)
             return counted
 
+        def selecting(store: Any, handle: Any, refs: Any, *, missing_ok: bool) -> dict[str, bytes]:
+            found = sql_select(store, handle, refs, missing_ok=missing_ok)  # several blobs per query
+            totals["blob_reads"] += len(found)
+            return found
+
         with ExitStack() as stack:
             stack.enter_context(mock.patch.object(StoreCore, "_tx", tx))
             stack.enter_context(mock.patch.object(Tx, "rows", rows))
             stack.enter_context(mock.patch.object(BlobStore, "get", reading(file_get)))
             stack.enter_context(mock.patch.object(SqlBlobStore, "get", reading(sql_get)))
+            stack.enter_context(mock.patch.object(BlobsSql, "_select_blobs", selecting))
             yield
 
 

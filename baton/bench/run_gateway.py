@@ -106,7 +106,8 @@ def profile_rows(profile: GatewayProfile) -> tuple[list[str], list[list[str]]]:
 
 def profile_line(profile: GatewayProfile) -> str:
     return (
-        f"Round trips to PostgreSQL per operation (statements + BEGIN and COMMIT per transaction): gateway "
+        f"Round trips to PostgreSQL per operation (statements, plus each BEGIN and COMMIT psycopg sends on its own; "
+        f"the store runs a one-statement transaction in autocommit mode, without either): gateway "
         f"{profile.round_trips_per_op:g}, floor {profile.floor_round_trips_per_op:g}; durable commits: gateway "
         f"{profile.write_transactions_per_op:g}, floor {profile.floor_transactions_per_op:g}."
     )
@@ -182,7 +183,8 @@ def to_json(run: GatewayRun, machine: dict[str, object], command: str) -> dict[s
         document["profile"] = {
             "ops": p.ops, "ms_per_op": round(p.ms_per_op, 4), "floor_ms_per_op": round(p.floor_ms_per_op, 4),
             "transactions_per_op": p.transactions_per_op, "write_transactions_per_op": p.write_transactions_per_op,
-            "statements_per_op": p.statements_per_op, "round_trips_per_op": p.round_trips_per_op,
+            "statements_per_op": p.statements_per_op, "commands_per_op": p.commands_per_op,
+            "round_trips_per_op": p.round_trips_per_op,
             "floor_round_trips_per_op": p.floor_round_trips_per_op,
             "steps": [{"name": s.name, "ms": round(s.ms_per_op, 4), "transactions": s.transactions_per_op,
                        "statements": s.statements_per_op} for s in p.steps],

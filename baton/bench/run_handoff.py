@@ -135,7 +135,9 @@ def markdown_section(run: HandoffRun, machine: dict[str, object], command: str) 
         parts += [
             "**What one handoff does**, counted on one more handoff per store: store transactions (each a BEGIN, "
             "its statements and a COMMIT; a write transaction ends in a durable commit), SQL statements, and blob "
-            "reads (each verified against its hash; with SQL blobs each read is a transaction of its own).",
+            "reads (blobs fetched, each verified against its hash; SQL blobs are fetched level by level, several per "
+            "query, in one read transaction per restore). Round trips to PostgreSQL are estimated as statements "
+            "plus a BEGIN and a COMMIT per transaction.",
             "",
             report.md_table(*counted),
             "",

@@ -36,6 +36,10 @@ from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 
 
+_UNSTAMPED = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+"""Placeholder time of an event the store stamps with its clock when it appends it (`stamp=True`)."""
+
+
 class HandoffStatus(StrEnum):
     COMMITTED = "committed"
     ABORTED = "aborted"
@@ -133,15 +137,20 @@ class HandoffCoordinator:
     # -- phase one --------------------------------------------------------------------------
 
     def prepare(self, request: HandoffRequest) -> PreparedHandoff | HandoffOutcome:
-        """Quiesce, seal, record pending side effects, select and gate a target."""
+        """Quiesce, seal, record pending side effects, select and gate a target.
+
+        Two durable commits: the request (recorded first, on its own: a live
+        source answers it), then the phase's findings (sealed checkpoint, target
+        selection and gate decision, or the refusal and the abort) together.
+        """
         run = self.store.get_run(request.run_id)
         source_name = run.placement
         lease = self.store.get_lease(request.run_id)
-        request_seq = self._emit(
+        request_seq = self._append([self._event(
             EventType.HANDOFF_REQUESTED, request.run_id, reason=request.reason, source_placement=source_name,
             source_epoch=lease.epoch, detail={"source_alive": request.source_alive,
                                               "preferred": list(request.preferred_targets)},
-        )
+        )])[0]
         if run.status != "active":
             return self._abort(request, request_seq, source_name, f"run is {run.status}, not active", lease.epoch)
 
@@ -149,22 +158,18 @@ class HandoffCoordinator:
         if request.source_alive and lease.held_at(self.store.db_now()):
             answer = wait_for_quiesce(self.store, request.run_id, request_seq, timeout_s=self.quiesce_timeout_s)
             quiesced = answer is not None
-        lease = self.store.get_lease(request.run_id)
+            # Waiting took time: judge the lease as it is now. Without a wait the lease read above is
+            # current enough: commit's compare-and-set on this epoch refuses the move if it has moved.
+            lease = self.store.get_lease(request.run_id)
 
         checkpoint = self.store.latest_checkpoint(request.run_id)
         if checkpoint is None:
             return self._abort(request, request_seq, source_name, "no sealed checkpoint to move", lease.epoch)
         try:
-            restored = restore(self.blobs, checkpoint)
-            self._verify_artifact(restored)
+            restored = restore(self.blobs, checkpoint, verify_artifact=True)
         except BatonError as exc:
             return self._abort(request, request_seq, source_name, f"checkpoint does not verify: {exc}", lease.epoch,
                                checkpoint=checkpoint)
-        self._emit(
-            EventType.CHECKPOINT_SEALED, request.run_id, checkpoint=checkpoint, reason="sealed checkpoint for handoff",
-            source_epoch=lease.epoch, detail={"request_seq": request_seq, "checkpoint_hash": checkpoint.checkpoint_hash,
-                                              "source_quiesced": quiesced},
-        )
         pending = outstanding_operations(self.store, request.run_id)
 
         # Only where the run is now is excluded: the checkpoint may still name an earlier
@@ -174,31 +179,40 @@ class HandoffCoordinator:
             excluded.add(source_name or restored.parts.placement.name)
         candidates = [p for name, p in sorted(self.placements.items()) if name not in excluded]
         now = self.store.db_now()
+        sealed = self._event(
+            EventType.CHECKPOINT_SEALED, request.run_id, at=now, checkpoint=checkpoint,
+            reason="sealed checkpoint for handoff", source_epoch=lease.epoch,
+            detail={"request_seq": request_seq, "checkpoint_hash": checkpoint.checkpoint_hash,
+                    "source_quiesced": quiesced},
+        )
         ranked = rank_targets(restored, candidates, self.policy, now=now, preferred=request.preferred_targets,
                               has_unresolved_operations=bool(pending))
         if not ranked or not ranked[0][1].allowed:
             refusals = {target.name: [r.value for r in decision.reasons] for target, decision in ranked}
-            self._emit(
-                EventType.COMPATIBILITY_FAILED, request.run_id, checkpoint=checkpoint, reason="no compatible target",
-                source_epoch=lease.epoch, source_placement=source_name,
+            refused = self._event(
+                EventType.COMPATIBILITY_FAILED, request.run_id, at=now, checkpoint=checkpoint,
+                reason="no compatible target", source_epoch=lease.epoch, source_placement=source_name,
                 target_placement=ranked[0][0].name if ranked else None,
                 decision=ranked[0][1] if ranked else None,
                 detail={"request_seq": request_seq, "refusals": refusals},  # type: ignore[dict-item]
             )
             return self._abort(request, request_seq, source_name, "no compatible target", lease.epoch,
-                               checkpoint=checkpoint)
+                               checkpoint=checkpoint, at=now, before=(sealed, refused))
         target, decision = ranked[0]
-        self._emit(
-            EventType.TARGET_SELECTED, request.run_id, checkpoint=checkpoint, source_placement=source_name,
-            target_placement=target.name, source_epoch=lease.epoch, reason=request.reason,
-            detail={"request_seq": request_seq, "reserved_owner": self.owner_for(target),
-                    "pending_operations": [op.operation_id for op in pending]},
-        )
-        self._emit(
-            EventType.COMPATIBILITY_PASSED, request.run_id, checkpoint=checkpoint, source_placement=source_name,
-            target_placement=target.name, source_epoch=lease.epoch, reason=request.reason,
-            decision=decision, detail={"request_seq": request_seq},
-        )
+        self._append([
+            sealed,
+            self._event(
+                EventType.TARGET_SELECTED, request.run_id, at=now, checkpoint=checkpoint,
+                source_placement=source_name, target_placement=target.name, source_epoch=lease.epoch,
+                reason=request.reason, detail={"request_seq": request_seq, "reserved_owner": self.owner_for(target),
+                                               "pending_operations": [op.operation_id for op in pending]},
+            ),
+            self._event(
+                EventType.COMPATIBILITY_PASSED, request.run_id, at=now, checkpoint=checkpoint,
+                source_placement=source_name, target_placement=target.name, source_epoch=lease.epoch,
+                reason=request.reason, decision=decision, detail={"request_seq": request_seq},
+            ),
+        ])
         return PreparedHandoff(
             request=request,
             request_seq=request_seq,
@@ -242,23 +256,26 @@ class HandoffCoordinator:
                                    f"{regated}; the old epoch stays fenced and the run is left unowned "
                                    f"at epoch {lease.epoch}", lease.epoch, checkpoint=sealed_late)
             prepared = regated
-        self._emit(
-            EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint, source_placement=prepared.source.name,
-            target_placement=prepared.target.name, source_epoch=prepared.source_epoch, target_epoch=lease.epoch,
-            reason="old epoch fenced by compare-and-set", detail={"request_seq": prepared.request_seq,
-                                                                  "source_quiesced": prepared.source_quiesced},
-        )
-        self.store.set_run_placement(run_id, prepared.target.name)
         before = prepared.restored.parts.authority.level
         after = prepared.decision.authority_ceiling
-        self._emit(
-            EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
-            source_placement=prepared.source.name, target_placement=prepared.target.name,
-            source_epoch=prepared.source_epoch, target_epoch=lease.epoch, reason=prepared.request.reason,
-            decision=prepared.decision, authority_before=before.value, authority_after=after.value,
-            detail={"request_seq": prepared.request_seq, "new_owner": owner,
-                    "pending_operations": [op.operation_id for op in prepared.pending_operations]},
-        )
+        # The placement moves in the same transaction that records the fence and the transfer.
+        self.store.set_run_placement(run_id, prepared.target.name, stamp=True, events=[
+            self._event(
+                EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint,
+                source_placement=prepared.source.name, target_placement=prepared.target.name,
+                source_epoch=prepared.source_epoch, target_epoch=lease.epoch,
+                reason="old epoch fenced by compare-and-set",
+                detail={"request_seq": prepared.request_seq, "source_quiesced": prepared.source_quiesced},
+            ),
+            self._event(
+                EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
+                source_placement=prepared.source.name, target_placement=prepared.target.name,
+                source_epoch=prepared.source_epoch, target_epoch=lease.epoch, reason=prepared.request.reason,
+                decision=prepared.decision, authority_before=before.value, authority_after=after.value,
+                detail={"request_seq": prepared.request_seq, "new_owner": owner,
+                        "pending_operations": [op.operation_id for op in prepared.pending_operations]},
+            ),
+        ])
         return HandoffOutcome(
             run_id=run_id,
             status=HandoffStatus.COMMITTED,
@@ -276,37 +293,32 @@ class HandoffCoordinator:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _verify_artifact(self, restored: RestoredRun) -> None:
-        """Re-hash the current candidate's bytes when the blob store holds them (IntegrityError if altered)."""
-        candidate = restored.parts.current_candidate
-        if candidate is not None and self.blobs.has(candidate.artifact_hash):
-            self.blobs.get(candidate.artifact_hash)
-
     def _regate(self, prepared: PreparedHandoff, checkpoint: ExecutionCheckpoint) -> PreparedHandoff | str:
         """`prepared` re-judged on a checkpoint the source sealed late; a string says why it cannot move."""
         run_id = prepared.request.run_id
         try:
-            restored = restore(self.blobs, checkpoint)
-            self._verify_artifact(restored)
+            restored = restore(self.blobs, checkpoint, verify_artifact=True)
         except BatonError as exc:
             return f"the checkpoint sealed during the commit does not verify: {exc}"
         pending = outstanding_operations(self.store, run_id)
-        ranked = rank_targets(restored, [prepared.target], self.policy, now=self.store.db_now(),
+        now = self.store.db_now()
+        ranked = rank_targets(restored, [prepared.target], self.policy, now=now,
                               has_unresolved_operations=bool(pending))
         decision = ranked[0][1]
         if not decision.allowed:
-            self._emit(
-                EventType.COMPATIBILITY_FAILED, run_id, checkpoint=checkpoint, reason="late checkpoint refused",
-                source_placement=prepared.source.name, target_placement=prepared.target.name,
-                source_epoch=prepared.source_epoch, decision=decision,
+            self._append([self._event(
+                EventType.COMPATIBILITY_FAILED, run_id, at=now, checkpoint=checkpoint,
+                reason="late checkpoint refused", source_placement=prepared.source.name,
+                target_placement=prepared.target.name, source_epoch=prepared.source_epoch, decision=decision,
                 detail={"request_seq": prepared.request_seq},
-            )
+            )])
             return f"the checkpoint sealed during the commit cannot go to {prepared.target.name}"
-        self._emit(
-            EventType.COMPATIBILITY_PASSED, run_id, checkpoint=checkpoint, source_placement=prepared.source.name,
-            target_placement=prepared.target.name, source_epoch=prepared.source_epoch,
-            reason="late checkpoint re-judged", decision=decision, detail={"request_seq": prepared.request_seq},
-        )
+        self._append([self._event(
+            EventType.COMPATIBILITY_PASSED, run_id, at=now, checkpoint=checkpoint,
+            source_placement=prepared.source.name, target_placement=prepared.target.name,
+            source_epoch=prepared.source_epoch, reason="late checkpoint re-judged", decision=decision,
+            detail={"request_seq": prepared.request_seq},
+        )])
         return PreparedHandoff(
             request=prepared.request, request_seq=prepared.request_seq, checkpoint=checkpoint, restored=restored,
             source_epoch=prepared.source_epoch, source=prepared.source, target=prepared.target, decision=decision,
@@ -315,12 +327,13 @@ class HandoffCoordinator:
 
     def _abort(
         self, request: HandoffRequest, request_seq: int, source: str | None, why: str, epoch: int,
-        *, checkpoint: ExecutionCheckpoint | None = None,
+        *, checkpoint: ExecutionCheckpoint | None = None, at: dt.datetime | None = None, before: Sequence[Event] = (),
     ) -> HandoffOutcome:
-        self._emit(
-            EventType.HANDOFF_ABORTED, request.run_id, checkpoint=checkpoint, reason=why, source_placement=source,
+        """Record the abort (after `before`, the phase's findings, in the same transaction)."""
+        self._append([*before, self._event(
+            EventType.HANDOFF_ABORTED, request.run_id, at=at, checkpoint=checkpoint, reason=why, source_placement=source,
             source_epoch=epoch, detail={"request_seq": request_seq, "requested_for": request.reason},
-        )
+        )])
         return HandoffOutcome(
             run_id=request.run_id,
             status=HandoffStatus.ABORTED,
@@ -331,16 +344,17 @@ class HandoffCoordinator:
             abort_reason=why,
         )
 
-    def _emit(
+    def _event(
         self,
         event_type: EventType,
         run_id: str,
         *,
+        at: dt.datetime | None = None,
         checkpoint: ExecutionCheckpoint | None = None,
         decision: HandoffDecision | None = None,
         **fields: object,
-    ) -> int:
-        at: dt.datetime = self.store.db_now()
+    ) -> Event:
+        """An event of this handoff. Without `at` it is stamped with the database clock when appended."""
         if checkpoint is not None:
             fields.setdefault("checkpoint_id", checkpoint.checkpoint_id)
             fields.setdefault("release_id", checkpoint.release_id)
@@ -348,4 +362,11 @@ class HandoffCoordinator:
             fields.setdefault("resume_boundary", checkpoint.boundary.value)
         if decision is not None:
             fields["compatibility_decision"] = decision.model_dump(mode="json")
-        return self.store.append_event(Event(event_type=event_type, run_id=run_id, at=at, **fields))  # type: ignore[arg-type]
+        return Event(event_type=event_type, run_id=run_id, at=at or _UNSTAMPED, **fields)  # type: ignore[arg-type]
+
+    def _append(self, events: Sequence[Event]) -> list[int]:
+        """Append `events` in one transaction; those built without a time get the database clock's."""
+        stamp = any(event.at == _UNSTAMPED for event in events)
+        if stamp and not all(event.at == _UNSTAMPED for event in events):
+            raise ValueError("a batch of handoff events is stamped by the database clock or carries its times, not both")
+        return self.store.append_events(events, stamp=stamp)

@@ -146,8 +146,9 @@ def prepare_resume(
         binds = candidate is not None and evidence.applies_to(candidate.artifact_hash)
         (valid if binds and not reverify else dropped).append(evidence)
 
+    recorded = _EventBatch()  # a downgrade is recorded with the restore, in its transaction and before it
     authority = authority_after_handoff(
-        parts.authority, placement.authority_ceiling, run_id=run_id, events=store,
+        parts.authority, placement.authority_ceiling, run_id=run_id, events=recorded,
         source_placement=parts.placement.name, target_placement=placement.name, at=now,
     )
     reauthorize = authority.level != parts.authority.level or bool(decision and decision.requires_reauthorization)
@@ -186,38 +187,51 @@ def prepare_resume(
         budget=budget,
         budget_exhausted=budget.exhausted(now),
     )
-    _record_restore(store, plan, now)
+    store.append_events([*recorded.events, *_restore_events(plan, now)])  # one transaction, in this order
     return plan
 
 
-def _record_restore(store: SqlStore, plan: ResumePlan, now: dt.datetime) -> None:
+class _EventBatch:
+    """Collects events (an `EventSink`) to append later, together with others, in one transaction."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def append_event(self, event: Event) -> int:
+        self.events.append(event)
+        return 0  # no seq until the batch is appended
+
+
+def _restore_events(plan: ResumePlan, now: dt.datetime) -> list[Event]:
+    """STATE_RESTORED, what must be redone (revalidation, reverification), RESUME_STARTED."""
     ckpt = plan.checkpoint
     common = dict(
         run_id=plan.run_id, at=now, checkpoint_id=ckpt.checkpoint_id, source_placement=plan.restored.parts.placement.name,
         target_placement=plan.placement.name, target_epoch=plan.epoch, release_id=ckpt.release_id,
         state_schema=ckpt.schema_version,
     )
-    store.append_event(Event(event_type=EventType.STATE_RESTORED, resume_boundary=ckpt.boundary.value,
-                             detail={"checkpoint_hash": ckpt.checkpoint_hash,
-                                     "observations": len(plan.observation_uses)}, **common))  # type: ignore[arg-type]
+    events = [Event(event_type=EventType.STATE_RESTORED, resume_boundary=ckpt.boundary.value,
+                    detail={"checkpoint_hash": ckpt.checkpoint_hash,
+                            "observations": len(plan.observation_uses)}, **common)]  # type: ignore[arg-type]
     if plan.observations_to_revalidate:
-        store.append_event(Event(
+        events.append(Event(
             event_type=EventType.REVALIDATION_STARTED, reason="environment changed or observations stale",
             detail={"modes": {u.observation.source: u.mode.value for u in plan.observations_to_revalidate}},
             **common,  # type: ignore[arg-type]
         ))
     if plan.dropped_evidence:
-        store.append_event(Event(
+        events.append(Event(
             event_type=EventType.REVERIFICATION_REQUIRED, reason="evidence does not bind to the resumed artifact",
             detail={"dropped": [e.candidate_hash for e in plan.dropped_evidence]}, **common,  # type: ignore[arg-type]
         ))
-    store.append_event(Event(event_type=EventType.RESUME_STARTED, resume_boundary=plan.boundary.value,
-                             authority_before=plan.restored.parts.authority.level.value,
-                             authority_after=plan.authority.level.value,
-                             detail={"unresolved_operations": [o.operation_id for o in plan.unresolved_operations],
-                                     "resume_release_id": plan.resume_release_id,
-                                     "budget_exhausted": list(plan.budget_exhausted)},
-                             **common))  # type: ignore[arg-type]
+    events.append(Event(event_type=EventType.RESUME_STARTED, resume_boundary=plan.boundary.value,
+                        authority_before=plan.restored.parts.authority.level.value,
+                        authority_after=plan.authority.level.value,
+                        detail={"unresolved_operations": [o.operation_id for o in plan.unresolved_operations],
+                                "resume_release_id": plan.resume_release_id,
+                                "budget_exhausted": list(plan.budget_exhausted)},
+                        **common))  # type: ignore[arg-type]
+    return events
 
 
 def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint, restored_first: RestoredRun) -> list[str]:
@@ -246,11 +260,11 @@ def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint
         e.passed and candidate is not None and e.applies_to(candidate.artifact_hash) for e in after.evidence
     ):
         problems.append(f"boundary {first.boundary.value} without passing evidence for the current candidate hash")
-    store.append_event(Event(
+    store.append_events([Event(
         event_type=EventType.REVALIDATION_FAILED if problems else EventType.RESUME_VERIFIED,
-        run_id=plan.run_id, at=store.db_now(), checkpoint_id=first.checkpoint_id, target_placement=plan.placement.name,
+        run_id=plan.run_id, at=first.sealed_at, checkpoint_id=first.checkpoint_id, target_placement=plan.placement.name,
         target_epoch=plan.epoch, release_id=first.release_id, state_schema=first.schema_version,
         resume_boundary=first.boundary.value, authority_after=after.authority.level.value,
         reason="; ".join(problems) or "first resumed transition keeps every invariant",
-    ))
+    )], stamp=True)  # `at` becomes the database clock's time of the append (no separate clock read)
     return problems

@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
-from baton.errors import BlobNotFoundError, IntegrityError
+from baton.errors import BlobNotFoundError, IntegrityError, StoreError
 from baton.identity import REF_PREFIX, hex_of
 from baton.store.core import StoreCore, Tx
 
 
 _ROWS_PER_INSERT = 200
+_REFS_PER_SELECT = 500
+
+# An observation log is a chain of segments, each naming the one before it ("previous" in its
+# canonical JSON). PostgreSQL can follow that chain in one recursive query; the link is read with a
+# regular expression over the escaped bytes, which cannot fail on any content, and is only a hint:
+# every row is verified against its digest before it is used, and the caller walks the chain again
+# from verified segments (fetching whatever the hint missed). UNION drops repeated rows, so even
+# forged rows that link in a circle end the recursion. SQLite (3.40, no unhex()) has no such query:
+# its reads are in-process and cheap, so its walk stays one query per segment.
+_SEGMENT_CHAIN_SQL = {
+    "postgres": (
+        "WITH RECURSIVE chain (digest, data) AS ("
+        " SELECT digest, data FROM blobs WHERE digest = ?"
+        " UNION"
+        " SELECT b.digest, b.data FROM chain JOIN blobs b ON b.digest = decode(substring(encode(chain.data, 'escape')"
+        " from '\"previous\":\"sha256:([0-9a-f]{64})\"'), 'hex')"
+        ") SELECT digest, data FROM chain"
+    ),
+}
 
 
 def digest_of(ref: str) -> bytes:
@@ -51,6 +71,74 @@ class BlobsSql(StoreCore):
             raise IntegrityError(f"blob {ref} is corrupt: its bytes hash to {actual}")
         return data
 
+    def _select_blobs(self, tx: Tx, refs: Iterable[str], *, missing_ok: bool) -> dict[str, bytes]:
+        """`refs` (each once, in the order given) fetched in `tx`, every one verified against its hash.
+
+        One statement per 500 refs. A missing ref raises BlobNotFoundError, or is
+        left out when `missing_ok`; bytes that do not hash to their ref raise
+        IntegrityError (for the first such ref in the order given).
+        """
+        by_digest = {digest_of(ref): ref for ref in dict.fromkeys(refs)}
+        digests = list(by_digest)
+        stored: dict[str, bytes] = {}
+        for start in range(0, len(digests), _REFS_PER_SELECT):
+            chunk = digests[start:start + _REFS_PER_SELECT]
+            marks = ", ".join("?" for _ in chunk)
+            for digest, data in tx.rows(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", tuple(chunk)):
+                stored[by_digest[bytes(digest)]] = bytes(data)
+        found: dict[str, bytes] = {}
+        for ref in by_digest.values():
+            data = stored.get(ref)
+            if data is None:
+                if missing_ok:
+                    continue
+                raise BlobNotFoundError(f"blob {ref} is not in the SQL blob table")
+            actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
+            if actual != ref:
+                raise IntegrityError(f"blob {ref} is corrupt: its bytes hash to {actual}")
+            found[ref] = data
+        return found
+
+    def _select_segment_chain(self, tx: Tx, head: str) -> dict[str, bytes]:
+        """The observation segment `head` and those it links back to, as far as the database can follow
+        them in one query (nothing where the dialect has no such query). Only rows whose bytes match
+        their digest are returned: this is a prefetch, never the judge of a blob."""
+        sql = _SEGMENT_CHAIN_SQL.get(self.dialect.name)
+        if sql is None:
+            return {}
+        found: dict[str, bytes] = {}
+        for digest, data in tx.rows(sql, (digest_of(head),)):
+            payload = bytes(data)
+            if hashlib.sha256(payload).digest() == bytes(digest):
+                found[REF_PREFIX + bytes(digest).hex()] = payload
+        return found
+
+    def get_blobs(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
+        """The bytes stored under each of `refs`, verified, from one query in one read transaction.
+
+        BlobNotFoundError for a missing ref unless `missing_ok` (then it is left
+        out); IntegrityError for bytes that do not match their ref.
+        """
+        wanted = list(refs)
+        if not wanted:
+            return {}
+        with self._tx(write=False) as tx:
+            return self._select_blobs(tx, wanted, missing_ok=missing_ok)
+
+    @contextmanager
+    def blob_reader(self) -> Iterator[SqlBlobReader]:
+        """A reader whose fetches share one read transaction (a walk of several levels in one).
+
+        No other store call may run on this thread while the reader is open
+        (store transactions do not nest).
+        """
+        with self._tx(write=False) as tx:
+            reader = SqlBlobReader(self, tx)
+            try:
+                yield reader
+            finally:
+                reader.closed = True
+
     def has_blob(self, ref: str) -> bool:
         with self._tx(write=False) as tx:
             return tx.one("SELECT 1 FROM blobs WHERE digest = ?", (digest_of(ref),)) is not None
@@ -76,3 +164,31 @@ class BlobsSql(StoreCore):
         with self._tx(write=False) as tx:
             row = tx.one("SELECT COALESCE(SUM(length(data)), 0) FROM blobs")
         return int(row[0]) if row else 0
+
+
+class SqlBlobReader:
+    """Verified blob fetches inside one open read transaction of the store (see `BlobsSql.blob_reader`)."""
+
+    def __init__(self, store: BlobsSql, tx: Tx) -> None:
+        self._store = store
+        self._tx = tx
+        self.closed = False
+
+    def get_many(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
+        """As `BlobsSql.get_blobs`, in this reader's transaction."""
+        if self.closed:
+            raise StoreError("this blob reader's transaction has ended")
+        wanted = list(refs)
+        if not wanted:
+            return {}
+        return self._store._select_blobs(self._tx, wanted, missing_ok=missing_ok)
+
+    def get(self, ref: str) -> bytes:
+        return self.get_many([ref])[ref]
+
+    def segment_chain(self, head: str) -> dict[str, bytes]:
+        """Verified blobs of the observation segment chain ending at `head`, fetched in one query where
+        the backend can follow it (PostgreSQL); possibly incomplete, possibly empty: a hint for a walk."""
+        if self.closed:
+            raise StoreError("this blob reader's transaction has ended")
+        return self._store._select_segment_chain(self._tx, head)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from baton.errors import RecordNotFoundError, StoreError
@@ -104,28 +104,73 @@ class RunsSql(StoreCore):
             row = self._run_row(tx, run_id)
         return self._run(row)
 
-    def set_run_placement(self, run_id: str, placement: str | None) -> RunRecord:
-        """Record where the run now executes."""
+    def set_run_placement(
+        self, run_id: str, placement: str | None, *, events: Sequence[Event] = (), stamp: bool = False
+    ) -> RunRecord:
+        """Record where the run now executes.
+
+        `events`, if any, are appended in the same transaction (all or nothing,
+        as `append_events` does, `stamp` included), so the move and its record
+        commit together.
+        """
+        prepared = self._event_rows(events)
         with self._tx() as tx:
-            self._run_row(tx, run_id, lock=True)
-            tx.rows("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
-            row = self._run_row(tx, run_id)
+            row = tx.one(
+                f"UPDATE runs SET placement = ?, updated_at = {{now}} WHERE run_id = ? RETURNING {_RUN_COLUMNS}",
+                (placement, run_id),
+            )
+            if row is None:
+                raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+            # The run's row lock comes first and the event lock last, held only until the commit.
+            self._insert_events(tx, prepared, stamp=stamp)
         return self._run(row)
 
     # -- events ------------------------------------------------------------------------
 
     def append_event(self, event: Event) -> int:
         """Append an event; return its seq (seq order is commit order)."""
-        at = self.dialect.ts_in(require_aware(event.at, "event time"))
+        return self.append_events([event])[0]
+
+    def append_events(self, events: Sequence[Event], *, stamp: bool = False) -> list[int]:
+        """Append `events` in one transaction, in the order given; return their seqs.
+
+        All or none commit. Seq order is commit order, as for `append_event`:
+        the batch's seqs increase in list order and no other writer's event
+        falls between them or commits before them with a higher seq. With
+        `stamp`, each event's `at` is replaced by the database clock, read in
+        this transaction once the append lock is held (so times follow seq
+        order too); otherwise `at` is kept as given.
+        """
+        prepared = self._event_rows(events)
+        if not prepared:
+            return []
         with self._tx() as tx:
-            if self.dialect.event_append_lock_sql:
-                tx.rows(self.dialect.event_append_lock_sql)
+            return self._insert_events(tx, prepared, stamp=stamp)
+
+    def _event_rows(self, events: Sequence[Event]) -> list[tuple[Event, object]]:
+        """Each event with its time as the driver takes it (checked before any transaction starts)."""
+        return [(event, self.dialect.ts_in(require_aware(event.at, "event time"))) for event in events]
+
+    def _insert_events(self, tx: Tx, prepared: Sequence[tuple[Event, object]], *, stamp: bool) -> list[int]:
+        if not prepared:
+            return []
+        if self.dialect.event_append_lock_sql:
+            tx.rows(self.dialect.event_append_lock_sql)  # serializes appends: seq order = commit order
+        if stamp:
+            clock = tx.one("SELECT " + self.dialect.clock_sql)
+            assert clock is not None
+            now = self.dialect.ts_out(clock[0])
+            at_in = self.dialect.ts_in(now)
+            prepared = [(event.model_copy(update={"at": now}), at_in) for event, _ in prepared]
+        seqs = []
+        for event, at in prepared:
             row = tx.one(
                 "INSERT INTO events (run_id, event_type, at, body) VALUES (?, ?, ?, {json}) RETURNING seq",
                 (event.run_id, event.event_type.value, at, event.model_dump_json()),
             )
-        assert row is not None
-        return int(row[0])
+            assert row is not None
+            seqs.append(int(row[0]))
+        return seqs
 
     def list_events(
         self,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from baton.identity import sha256_ref
 from baton.store.base import SqlStore
+from baton.store.blobs_sql import SqlBlobReader
 
 
 class SqlBlobStore:
@@ -39,6 +41,17 @@ class SqlBlobStore:
 
     def get(self, ref: str) -> bytes:
         return self.store.get_blob(ref)
+
+    def get_many(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
+        """One query in one read transaction for all of `refs`, each verified."""
+        return self.store.get_blobs(refs, missing_ok=missing_ok)
+
+    @contextmanager
+    def reading(self) -> Iterator[SqlBlobReader]:
+        """A reader whose fetches share one read transaction of the store (none of this thread's
+        other store calls may run until it closes)."""
+        with self.store.blob_reader() as reader:
+            yield reader
 
     def has(self, ref: str) -> bool:
         return self.store.has_blob(ref)

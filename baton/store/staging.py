@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from baton.identity import sha256_ref
-from baton.store.blobs import Blobs
+from baton.store.blobs import BlobReader, Blobs
+
+
+def _with_pending(pending: Mapping[str, bytes], base: BlobReader, refs: Iterable[str], missing_ok: bool) -> dict[str, bytes]:
+    """Staged bytes where staged, the rest from `base` in one call; in the order asked."""
+    wanted = list(dict.fromkeys(refs))
+    found = {ref: pending[ref] for ref in wanted if ref in pending}
+    rest = [ref for ref in wanted if ref not in found]
+    if rest:
+        found.update(base.get_many(rest, missing_ok=missing_ok))
+    return {ref: found[ref] for ref in wanted if ref in found}
+
+
+class _StagedReader:
+    """A base reader seen through the staged bytes."""
+
+    def __init__(self, pending: Mapping[str, bytes], base: BlobReader) -> None:
+        self._pending = pending
+        self._base = base
+
+    def get(self, ref: str) -> bytes:
+        return self._pending[ref] if ref in self._pending else self._base.get(ref)
+
+    def get_many(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
+        return _with_pending(self._pending, self._base, refs, missing_ok)
 
 
 class StagedBlobs:
@@ -46,6 +71,14 @@ class StagedBlobs:
         if ref in self.pending:
             return self.pending[ref]
         return self.base.get(ref)
+
+    def get_many(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
+        return _with_pending(self.pending, self.base, refs, missing_ok)
+
+    @contextmanager
+    def reading(self) -> Iterator[BlobReader]:
+        with self.base.reading() as base:
+            yield _StagedReader(self.pending, base)
 
     def has(self, ref: str) -> bool:
         return ref in self.pending or ref in self._known or self.base.has(ref)

@@ -350,7 +350,8 @@ def _observation_log(fetch: _Fetcher, manifest_ref: str) -> tuple[Observation, .
     current one's observations (and whatever else the caller queued before
     the walk): one fetch per segment.
     """
-    fetch.prefetch_chain(manifest_ref)
+    if manifest_ref not in fetch.fetched:
+        fetch.prefetch_chain(manifest_ref)
     if manifest_ref not in fetch.fetched:
         fetch.want(manifest_ref, "observation segment")
         fetch.run()
@@ -400,6 +401,7 @@ def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint, *, verify_artifact: b
     """
     with _reading(blobs) as reader:
         fetch = _Fetcher(reader)
+        fetch.prefetch_chain(checkpoint.observation_manifest_ref)  # the whole log's segments, where one query can
         top = (
             (checkpoint.release_id, "behavioral release"),
             (checkpoint.placement_ref, "placement"),
@@ -415,7 +417,7 @@ def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint, *, verify_artifact: b
         for ref, what in top:
             if ref is not None:
                 fetch.want(ref, what)
-        fetch.want(checkpoint.observation_manifest_ref, "observation segment")
+        fetch.want(checkpoint.observation_manifest_ref, "observation segment")  # unless prefetched
         fetch.run()
         release = fetch.record(checkpoint.release_id, BehavioralRelease, "behavioral release")
         placement = fetch.record(checkpoint.placement_ref, Placement, "placement")

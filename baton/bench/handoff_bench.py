@@ -287,7 +287,8 @@ class _StoreCounter:
 
         totals = self.totals
         original_tx, original_rows = StoreCore._tx, Tx.rows
-        file_get, sql_get, sql_select = BlobStore.get, SqlBlobStore.get, BlobsSql._select_blobs
+        file_get, sql_get = BlobStore.get, SqlBlobStore.get
+        sql_select, sql_chain = BlobsSql._select_blobs, BlobsSql._select_segment_chain
 
         @contextmanager
         def tx(store: Any, write: bool = True) -> Iterator[Any]:
@@ -311,12 +312,18 @@ class _StoreCounter:
             totals["blob_reads"] += len(found)
             return found
 
+        def chaining(store: Any, handle: Any, head: str) -> dict[str, bytes]:
+            found = sql_chain(store, handle, head)  # a whole observation log's segments in one query
+            totals["blob_reads"] += len(found)
+            return found
+
         with ExitStack() as stack:
             stack.enter_context(mock.patch.object(StoreCore, "_tx", tx))
             stack.enter_context(mock.patch.object(Tx, "rows", rows))
             stack.enter_context(mock.patch.object(BlobStore, "get", reading(file_get)))
             stack.enter_context(mock.patch.object(SqlBlobStore, "get", reading(sql_get)))
             stack.enter_context(mock.patch.object(BlobsSql, "_select_blobs", selecting))
+            stack.enter_context(mock.patch.object(BlobsSql, "_select_segment_chain", chaining))
             yield
 
 

@@ -29,8 +29,10 @@ def test_a_small_chaotic_fleet_ends_with_every_run_terminal_and_nothing_done_twi
 
 
 def test_runs_left_at_the_timeout_are_fenced_failed_and_named(tmp_path: Path) -> None:
-    summary = run_fleet(FleetConfig(runs=2, workers=1, chaos=False, home=tmp_path / "home", timeout_s=6.0,
-                                    boundary_pause_s=2.0, launch_interval_s=0.1))
+    # A run pauses 5 s at every boundary, so neither can finish in 15 s; 15 s leaves a loaded
+    # machine time to start the services and the worker and launch both runs.
+    summary = run_fleet(FleetConfig(runs=2, workers=1, chaos=False, home=tmp_path / "home", timeout_s=15.0,
+                                    boundary_pause_s=5.0, launch_interval_s=0.1))
     assert summary.planned == 2 and summary.runs == 2  # both were launched before the timeout
     assert summary.active == 0 and summary.failed == 2
     assert sorted(summary.timed_out) == sorted(summary.run_status)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from baton.checkpoints import RunParts, build_checkpoint, put_record, restore
-from baton.identity import sha256_ref
 from baton.models import (
     AuthorityContext,
     AuthorityLevel,
@@ -222,10 +221,4 @@ def run_scripted_research(store: SqlStore, blobs: BlobStore, *, run_id: str | No
 
 
 def _with(parts: RunParts, **changes: object) -> RunParts:
-    from dataclasses import replace
-
     return replace(parts, **changes)  # type: ignore[arg-type]
-
-
-def content_ref_of(data: bytes) -> str:
-    return sha256_ref(data)

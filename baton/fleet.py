@@ -20,7 +20,8 @@ would displace no run (its placement is empty right now) waits up to
 `chaos_patience_s` for one.
 
 Every move is exactly one call, `trigger_handoff(coordinator, request)` ->
-`HandoffCoordinator.handoff`, so a Dagster sensor can replace this loop as the
+`HandoffCoordinator.handoff`, the coordinator built by `baton.handoff.dispatch` (which
+Dagster's `handoff_job` uses too), so a Dagster sensor can replace this loop as the
 trigger without a second handoff path. A run still active at the timeout is
 fenced (its epoch advanced), marked failed, and named in the summary.
 """
@@ -36,12 +37,13 @@ from pathlib import Path
 
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
-from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest
+from baton.handoff.coordinator import HandoffRequest
+from baton.handoff.dispatch import DispatchSettings, build_coordinator
 from baton.models import Event, EventType, Placement
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.fleet_chaos import moves_for
-from baton.runtime.fleet_plan import fleet_policy, plan_runs, worker_placements
+from baton.runtime.fleet_plan import plan_runs, worker_placements
 from baton.runtime.fleet_summary import FleetSummary, summarize
 from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, with_source_alive
 from baton.runtime.launch import RunSpec, launch_run
@@ -179,9 +181,9 @@ class Fleet:
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
-            dispatcher = HandoffDispatcher(HandoffCoordinator(
-                store, blobs, hosting, policy=fleet_policy(store.db_now()), fence_targets=(deploy, corpus),
-                lease_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s,
+            dispatcher = HandoffDispatcher(build_coordinator(
+                store, blobs, hosting, (deploy, corpus),
+                DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
             ))
             try:
                 cleanup.callback(supervisor.stop_all)

@@ -14,13 +14,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from baton.handoff.coordinator import HandoffCoordinator, HandoffOutcome, HandoffRequest
+from baton.handoff.dispatch import dispatch
 
 _RACES = ("epoch moved", "newer checkpoint")
 
 
 def trigger_handoff(coordinator: HandoffCoordinator, request: HandoffRequest) -> HandoffOutcome:
-    """Move one run: the single handoff path of the fleet."""
-    return coordinator.handoff(request)
+    """Move one run: the single handoff path of the fleet (`baton.handoff.dispatch.dispatch`)."""
+    return dispatch(coordinator, request)
 
 
 def lost_a_race(outcome: HandoffOutcome) -> bool:

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from baton.agents.releases import BETTER_RELEASE, RELEASES
+from baton.catalog.releases import BETTER_RELEASE, RELEASES
 from baton.models import Placement
 from baton.models.base import Record
 

@@ -194,3 +194,22 @@ class BundlePlacementError(BundleError):
 
 class BundleConflictError(BundleError):
     """A bundle's checkpoint collides with a different checkpoint already in the store."""
+
+
+# --- The release and placement catalog -------------------------------------------------------
+
+
+class CatalogError(StoreError):
+    """A catalog change was refused; nothing was written."""
+
+
+class UnknownPlacementError(CatalogError):
+    """The catalog has no placement of that name."""
+
+
+class UnknownReleaseError(CatalogError):
+    """The catalog has no release with that id."""
+
+
+class CatalogConflictError(CatalogError):
+    """The change contradicts the catalog (a name taken by another release) or changes nothing."""

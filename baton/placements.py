@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baton.agents.releases import RELEASES, release_named
+from baton.catalog.releases import RELEASES, release_named
 from baton.models import AuthorityLevel, EnvironmentIdentity, Placement
 
 _TOOL_VERSIONS = {"corpus-client": "1.0", "deploy-client": "1.0", "python": "3.11"}

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from baton.agents.releases import RELEASES, release_name_of
+from baton.catalog.releases import RELEASES, release_name_of
 from baton.agents.report_format import render_claim
 from baton.errors import BatonError
 from baton.identity import canonical_json

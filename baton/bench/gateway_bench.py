@@ -434,7 +434,7 @@ def floor_round(server_url: str, concurrency: int, duration_s: float, repetition
 
 def gateway_round(server_url: str, concurrency: int, duration_s: float, signing_key: bytes, repetition: int = 0,
                   warmup: int = WARMUP_OPS) -> RoundResult:
-    from baton.agents.releases import RELEASES
+    from baton.catalog.releases import RELEASES
     from baton.models import EventType, RunKind
     from baton.ownership import Coordinator
     from baton.store.factory import open_store

@@ -140,7 +140,7 @@ def profile_gateway(server_url: str, ops: int, signing_key: bytes, top: int = 15
     """Instrumented single-process gateway run (timers, then cProfile) and floor run of `ops` operations each."""
     import psycopg
 
-    from baton.agents.releases import RELEASES
+    from baton.catalog.releases import RELEASES
     from baton.bench.gateway_bench import FLOOR_TABLES, floor_op, mutation, open_gateway
     from baton.models import RunKind
     from baton.ownership import Coordinator

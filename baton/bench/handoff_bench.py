@@ -119,7 +119,7 @@ def _candidate_bytes(index: int) -> bytes:
 
 def seed_run(store: Any, blobs: Any, run_id: str, source: Any, index: int, observations: int = OBSERVATIONS) -> None:
     """A research run owned at epoch 1 on `source`: `observations` GENERATING checkpoints, a candidate, evidence."""
-    from baton.agents.releases import RELEASES
+    from baton.catalog.releases import RELEASES
     from baton.checkpoints import RunParts, seal_checkpoint
     from baton.identity import sha256_ref
     from baton.models import (

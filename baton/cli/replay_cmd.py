@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baton.agents.releases import release_named
+from baton.catalog.releases import release_named
 from baton.replay import ReplayError, ReplayReport, replay_run, report_json, summary_counts
 from baton.store.factory import baton_home, open_blobs, open_store
 

@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.agents.scripted_models import BuildInfo, ScriptedModel, model_for
 from baton.agents.verifiers import Verdict
 from baton.faults.facts import Billed, CredentialIssued, FactLog, Verified

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.authority import AuthorityService
 from baton.compat import HandoffPolicy
 from baton.faults.external import (

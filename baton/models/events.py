@@ -36,6 +36,18 @@ class EventType(StrEnum):
     RUN_ESCALATED = "run_escalated"
     REVERIFICATION_REQUIRED = "reverification_required"
     SCHEMA_MIGRATED = "schema_migrated"
+    # The release and placement catalog (run_id is `baton.catalog.CATALOG_EVENT_RUN_ID`).
+    RELEASE_PUBLISHED = "release_published"
+    RELEASE_WITHDRAWN = "release_withdrawn"
+    PLACEMENT_UPDATED = "placement_updated"
+    EVIDENCE_RECORDED = "evidence_recorded"  # verifier evidence recorded outside a checkpoint (reverification)
+
+
+CATALOG_EVENT_RUN_ID = "baton:catalog"
+"""The reserved `run_id` of catalog events (releases and placements), which belong to no run.
+
+No run may take this id (the store refuses it), so run-scoped readers never
+mistake a catalog change for a run's event."""
 
 
 class Event(Record):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from baton.agents.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
+from baton.catalog.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
 from baton.compat import BehavioralMigration, HandoffPolicy, MigrationApproval
 from baton.models import AuthorityLevel, Placement, RunKind
 from baton.runtime.launch import RunSpec

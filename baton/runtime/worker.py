@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.authority import AuthorityService
 from baton.gateway import MutationGateway, MutationTarget
 from baton.handoff.coordinator import reserved_owner

@@ -12,17 +12,17 @@ from the database clock.
 from __future__ import annotations
 
 from baton.store.blobs_sql import BlobsSql
+from baton.store.catalog_sql import CatalogSql
 from baton.store.checkpoints_sql import CheckpointsSql
 from baton.store.core import Row, StoreCore, Tx
 from baton.store.leases_sql import LeasesSql
 from baton.store.operations_sql import OperationsSql
-from baton.store.runs_sql import RunsSql
 
 __all__ = ["Row", "SqlStore", "StoreCore", "Tx"]
 
 
-class SqlStore(RunsSql, CheckpointsSql, LeasesSql, OperationsSql, BlobsSql):
-    """Runs, checkpoints, events, leases, operations, budget charges and blobs in a SQL database.
+class SqlStore(CatalogSql, CheckpointsSql, LeasesSql, OperationsSql, BlobsSql):
+    """Runs, checkpoints, events, leases, operations, budget charges, blobs and the catalog in a SQL database.
 
     Abstract: open a backend with `baton.store.factory.open_store`.
     """

@@ -161,6 +161,30 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "checkpoint rows stored as deltas", lambda dialect: [
         "ALTER TABLE checkpoints ADD COLUMN body_kind {text} NOT NULL DEFAULT 'full'",
     ]),
+    Migration(6, "release and placement catalog", lambda dialect: _CATALOG),
+)
+
+
+_CATALOG: tuple[str, ...] = (
+    # The current catalog; its history is the catalog events in `events`. Each row names
+    # the seq of the event that last changed it.
+    """
+    CREATE TABLE catalog_releases (
+        release_id {text} PRIMARY KEY,
+        name {text} NOT NULL UNIQUE,
+        manifest {jsondoc} NOT NULL,
+        state {text} NOT NULL CHECK (state IN ('published', 'withdrawn')),
+        changed_seq {int} NOT NULL,
+        updated_at {ts} NOT NULL
+    )""",
+    """
+    CREATE TABLE catalog_placements (
+        name {text} PRIMARY KEY,
+        record {jsondoc} NOT NULL,
+        environment_id {text} NOT NULL,
+        changed_seq {int} NOT NULL,
+        updated_at {ts} NOT NULL
+    )""",
 )
 
 

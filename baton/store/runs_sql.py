@@ -7,7 +7,7 @@ from typing import Any
 
 from baton.errors import RecordNotFoundError, StoreError
 from baton.models.checkpoint import RunKind
-from baton.models.events import Event, EventType
+from baton.models.events import CATALOG_EVENT_RUN_ID, Event, EventType
 from baton.store.core import Row, StoreCore, Tx, json_text
 from baton.store.dialect import require_aware
 from baton.store.records import RUN_STATUSES, RunRecord
@@ -57,6 +57,8 @@ class RunsSql(StoreCore):
         """Record a new active run and its lease row (epoch 0, no owner)."""
         if not run_id:
             raise StoreError("run_id must not be empty")
+        if run_id == CATALOG_EVENT_RUN_ID:
+            raise StoreError(f"run id {run_id!r} is reserved for catalog events")
         run_kind = RunKind(kind)
         detail_json = json_text(detail or {}, f"detail of run {run_id!r}")
         with self._tx() as tx:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.agents.scripted_models import model_for
 from baton.agents.verifiers import verify_report
 from baton.authority import AuthorityService, Capability

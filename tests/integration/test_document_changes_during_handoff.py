@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.agents.report_format import parse_claims
 from baton.checkpoints import restore
 from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest

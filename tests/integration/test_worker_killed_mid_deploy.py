@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.checker import check
 from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest
 from baton.history import read_history

@@ -7,7 +7,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.agents.scripted_models import BuildInfo, model_for
 from baton.agents.verifiers import check_deployment_spec, verify_report
 from baton.checkpoints import RunParts, build_checkpoint

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.authority import AuthorityService
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken

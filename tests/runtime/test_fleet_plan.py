@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosEvent, ChaosReason
 from baton.models import AuthorityLevel, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosReason, ChaosSchedule, affected_placements
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 

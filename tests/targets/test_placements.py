@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.agents.releases import RELEASES
+from baton.catalog.releases import RELEASES
 from baton.models import AuthorityLevel
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements, load_placements, placement_named
 

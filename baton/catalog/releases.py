@@ -1,4 +1,9 @@
-"""The catalog of behavioral releases the scripted models implement.
+"""Today's catalog of behavioral releases: the seed of the release catalog in Baton's store.
+
+This is data, not agent code: `baton.catalog.store_seed` writes these
+manifests into the store, and what runs read at run time is the store's
+catalog (`baton.catalog.changes.current_releases`). The scripted models
+(`baton.agents.scripted_models`) implement exactly these manifests.
 
 Two releases of one model family: `model-v7` and `model-v8`. They share every
 component except the model itself, so moving a run from one to the other is a

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.replay_cmd",
     "baton.cli.faults_cmd",
     "baton.cli.inspect_cmd",
+    "baton.cli.catalog_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -164,9 +164,9 @@ class CatalogSql(RunsSql):
             adding = [p for p in targets if release_id not in p.supported_release_ids]
             was_published = row is not None and row[1] == ReleaseState.PUBLISHED.value
             if was_published and not adding:
-                raise CatalogConflictError(
-                    f"release {name!r} ({release_id}) is published and listed by {sorted(p.name for p in targets)} "
-                    "already: nothing to change")
+                where = f"listed by {sorted(p.name for p in targets)} already" if targets else "name no new placement"
+                raise CatalogConflictError(f"release {name!r} ({release_id}) is published and you {where}: "
+                                           "nothing to change")
             listing = sorted({p.name for p in self._placement_rows(tx) if release_id in p.supported_release_ids}
                              | {p.name for p in adding})
             seq = self._append_one(tx, _event(

@@ -20,6 +20,9 @@ applies to the fleet (in the first half of the duration, so runs are still
 there to move), then `extra_events` more at seeded times. At fire time,
 `ChaosEvent.requests(active)` turns an event into `HandoffRequest`s for the
 runs then on the affected placements: what the fleet coordinator consumes.
+What an event changes in the placement and release catalog (a reclaimed GPU,
+a refilled browser pool, a published release) is recorded through the
+catalog's calls by `baton.catalog.chaos_changes.record_chaos` when it fires.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.catalog.chaos_changes import record_chaos
+from baton.catalog.seed import hosted_placements
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffRequest
@@ -169,13 +171,12 @@ class Fleet:
         self.dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         names = worker_placements(c.placements, c.workers)
-        catalog = {p.name: p for p in c.placements}
-        hosting = {name: catalog[name] for name in names}
         store = open_store(c.database_url, self.home)
         supervisor = self._supervisor(names)
         launcher: _Launcher | None = None
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(store.close)
+            hosting = hosted_placements(store, c.placements, names)  # the store's catalog, seeded if empty
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
@@ -289,6 +290,7 @@ class Fleet:
         if not moves:
             return False
         self.chaos_fired[event.reason.value] = self.chaos_fired.get(event.reason.value, 0) + 1
+        record_chaos(store, event, list(hosting))  # the infrastructure change, as a catalog event
         if event.kill_worker:
             for slot in supervisor.on_placement(event.source_placement):
                 supervisor.kill(slot)

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from baton.catalog.releases import RELEASES
 from baton.authority import AuthorityService
+from baton.catalog.changes import current_placements
+from baton.catalog.manifests import CatalogManifests
 from baton.gateway import MutationGateway, MutationTarget
 from baton.handoff.coordinator import reserved_owner
 from baton.history import HistorySink, JsonlHistory
@@ -87,9 +88,12 @@ class Worker:
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        self.placement: Placement = placement_named(load_placements(config.placements_file), config.placement)
-        self.owner = worker_owner(config.worker_id)
         self.store: SqlStore = open_store(config.database_url, config.home)
+        # The placement comes from the store's catalog unless a catalog file is given.
+        catalog = current_placements(self.store) if config.placements_file is None else load_placements(
+            config.placements_file)
+        self.placement: Placement = placement_named(catalog, config.placement)
+        self.owner = worker_owner(config.worker_id)
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
@@ -101,7 +105,7 @@ class Worker:
             gateway=MutationGateway(self.store, authority, targets, history=history,
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
-            releases={release.release_id: release for release in RELEASES.values()},
+            releases=CatalogManifests(self.store),
             tools={"corpus": corpus, "deploy": deploy},
             history=history,
             boundary_pause_s=config.boundary_pause_s,
@@ -162,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--database-url", default=None, help="postgresql://... (default: SQLite under --home)")
     parser.add_argument("--worker-id", required=True, help="unique name of this worker incarnation")
     parser.add_argument("--history", type=Path, default=None, help="JSONL history file shared by the fleet")
-    parser.add_argument("--placements-file", type=Path, default=None, help="JSON placement catalog")
+    parser.add_argument("--placements-file", type=Path, default=None,
+                        help="JSON placement catalog (default: the catalog in the store)")
     parser.add_argument("--lease-ttl-s", type=float, default=3.0)
     parser.add_argument("--poll-s", type=float, default=0.2)
     parser.add_argument("--max-runs", type=int, default=16)

@@ -10,6 +10,9 @@ The defaults span three regions and two providers and differ on purpose:
 | browser-pool-eu | eu-central | local    | none        | SANDBOX_MUTATE  | v7, v8   | 1, 2    |
 
 `browser-pool-eu` cannot mutate external systems; `cloud-us` runs only v8.
+These defaults seed the catalog in Baton's store (`baton.catalog.seed`); the
+fleet and its workers read the store's catalog, which changes only through
+`baton.catalog.changes` (one event per change).
 A provider outage (local: local-gpu-eu + browser-pool-eu) and a region outage
 (eu-central: cloud-eu + browser-pool-eu) take out different sets.
 

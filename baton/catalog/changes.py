@@ -57,11 +57,7 @@ class CatalogChangeKind(StrEnum):
     PLACEMENT_UPDATED = "placement_updated"
 
 
-_EVENT_TYPES: Mapping[CatalogChangeKind, EventType] = {
-    CatalogChangeKind.RELEASE_PUBLISHED: EventType.RELEASE_PUBLISHED,
-    CatalogChangeKind.RELEASE_WITHDRAWN: EventType.RELEASE_WITHDRAWN,
-    CatalogChangeKind.PLACEMENT_UPDATED: EventType.PLACEMENT_UPDATED,
-}
+_EVENT_TYPES: tuple[EventType, ...] = tuple(EventType(kind.value) for kind in CatalogChangeKind)
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ def catalog_changes_since(store: SqlStore, after_seq: int, limit: int = 1000) ->
         raise StoreError(f"limit must be a positive int, got {limit!r}")
     seed_catalog(store)
     events = store.list_events(run_id=CATALOG_EVENT_RUN_ID, after_seq=after_seq,
-                               event_types=list(_EVENT_TYPES.values()), limit=limit)
+                               event_types=_EVENT_TYPES, limit=limit)
     return [_change(seq, event) for seq, event in events]
 
 

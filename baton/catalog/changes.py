@@ -138,7 +138,8 @@ def release_manifests(store: SqlStore) -> dict[str, BehavioralRelease]:
 
 def _read_back(store: SqlStore, seq: int) -> CatalogChange:
     found = store.list_events(run_id=CATALOG_EVENT_RUN_ID, after_seq=seq - 1, limit=1)
-    assert found and found[0][0] == seq, f"catalog event {seq} was committed but cannot be read back"
+    if not found or found[0][0] != seq:
+        raise StoreError(f"catalog event {seq} was committed but cannot be read back")
     return _change(*found[0])
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from baton.bundle import export_run, import_bundle, reachable_refs
+from baton.catalog.changes import current_placements
 from baton.checkpoints import restore
 from baton.errors import BatonError
 from baton.models import Placement
@@ -45,10 +46,11 @@ def _refusal(action: str) -> Iterator[None]:
         raise typer.Exit(code=1) from None
 
 
-def _placement(name: str | None, catalog: Path | None) -> Placement | None:
+def _placement(store: SqlStore, name: str | None, catalog: Path | None) -> Placement | None:
+    """The placement `name` from a catalog file, or else from the store's catalog."""
     if name is None:
         return None
-    return placement_named(load_placements(catalog), name)
+    return placement_named(current_placements(store) if catalog is None else load_placements(catalog), name)
 
 
 def register(app: typer.Typer) -> None:
@@ -76,13 +78,11 @@ def register(app: typer.Typer) -> None:
         placement: str | None = typer.Option(
             None, "--placement", help="Placement the run will live on; without it only unconstrained runs import."
         ),
-        catalog: Path | None = typer.Option(None, "--catalog", help="Placement catalog JSON (default: built-in)."),
+        catalog: Path | None = typer.Option(None, "--catalog", help="Placement catalog JSON (default: the store's catalog)."),
     ) -> None:
         """Verify a bundle completely, then import it; a refused bundle imports nothing."""
-        with _refusal("import (nothing was imported)"):
-            target = _placement(placement, catalog)
-            with _stores() as (store, blobs):
-                report = import_bundle(store, blobs, file, placement=target)
+        with _refusal("import (nothing was imported)"), _stores() as (store, blobs):
+            report = import_bundle(store, blobs, file, placement=_placement(store, placement, catalog))
         _console.print(
             f"imported run {report.run_id}: {len(report.imported)} new checkpoint(s), "
             f"{len(report.already_present)} already present, {report.blobs_written} new blob(s)"

@@ -132,3 +132,25 @@ def test_unknown_ids_exit_1(app: typer.Typer, baton_home: Path, tmp_path: Path) 
         result = runner.invoke(app, args)
         assert result.exit_code == 1, args
         assert "RecordNotFoundError" in result.output
+
+
+def test_import_checks_a_placement_from_the_stores_catalog(app: typer.Typer, baton_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from baton.catalog.changes import update_placement
+
+    store = open_store(None, baton_home)
+    try:
+        seed_run(store, open_blobs(baton_home), 2, base=parts(constraints=PortabilityConstraints(portable_to_regions=("eu-west",))))
+    finally:
+        store.close()
+    out = tmp_path / "b.bundle"
+    assert runner.invoke(app, ["checkpoint", "export", "run-1", "--out", str(out)]).exit_code == 0
+    other = tmp_path / "other"
+    monkeypatch.setenv("BATON_HOME", str(other))
+    with open_store(None, other) as target:
+        update_placement(target, "local-gpu-eu", region="us-east", reason="moved")  # the store's catalog, not the file
+    moved = runner.invoke(app, ["checkpoint", "import", str(out), "--placement", "local-gpu-eu"])
+    assert moved.exit_code == 1 and "region_not_allowed" in moved.output
+    with open_store(None, other) as target:
+        update_placement(target, "local-gpu-eu", region="eu-west", reason="back")
+    back = runner.invoke(app, ["checkpoint", "import", str(out), "--placement", "local-gpu-eu"])
+    assert back.exit_code == 0, back.output

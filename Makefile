@@ -10,12 +10,13 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -q -n 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test demo faults bench dagster-dev clean distclean
+.PHONY: help install test demo cli-demo faults bench dagster-dev clean distclean
 
 help:
 	@echo "make install      create $(VENV) and install baton with the dev and bench extras"
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
-	@echo "make demo         baton demo"
+	@echo "make demo         the platform: Dagster UI + daemon, dashboard, a live fleet with chaos (Ctrl-C stops all)"
+	@echo "make cli-demo     baton demo (a scripted run and a small fleet, no Dagster)"
 	@echo "make faults       baton faults"
 	@echo "make bench        baton bench all --out docs (every benchmark; rewrites docs/benchmarks.md)"
 	@echo "make dagster-dev  Dagster webserver + daemon on a local instance in .dagster_home"
@@ -35,7 +36,12 @@ install: $(STAMP)
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Embedded defaults: Baton's store in ./.baton, Dagster's instance in ./.dagster_home (SQLite);
+# BATON_DATABASE_URL / DAGSTER_PG_URL (postgresql+psycopg2://...) select PostgreSQL instead.
 demo: install
+	$(BIN)/baton platform
+
+cli-demo: install
 	$(BIN)/baton demo
 
 faults: install

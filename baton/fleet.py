@@ -58,6 +58,7 @@ from baton.store.records import RunRecord
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
 LEASE_EXPIRED = "lease_expired"
+COORDINATORS = ("local", "dagster")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,18 @@ class FleetConfig:
     launch_interval_s: float = 0.6
     chaos_patience_s: float = 8.0
     placements: tuple[Placement, ...] = DEFAULT_PLACEMENTS
+    coordinator: str = "local"
+    """`local`: this loop hands off runs itself. `dagster`: it only changes the infrastructure (kills
+    workers, restarts them); Dagster's sensors see lapsed leases and launch `handoff_job`."""
+
+    def __post_init__(self) -> None:
+        if self.coordinator not in COORDINATORS:
+            raise ValueError(f"coordinator must be one of {', '.join(COORDINATORS)}, not {self.coordinator!r}")
+
+    @property
+    def reacts_itself(self) -> bool:
+        """True when this loop, not Dagster, reacts to lost workers and chaos events."""
+        return self.coordinator == "local"
 
 
 @dataclass(frozen=True)
@@ -254,13 +267,21 @@ class Fleet:
                     waiting = [e for e in waiting if not self._fire(e, store, supervisor, dispatcher, active, hosting)
                                and elapsed - e.at_s < c.chaos_patience_s]
                 last_s = elapsed
-            for request in dispatcher.take_raced():
-                if request.run_id in active:
-                    owner = store.get_lease(request.run_id).owner or ""
-                    dispatcher.submit(with_source_alive(request, owner.startswith(WORKER_OWNER_PREFIX)))
-            self._hand_off_expired(store, dispatcher, active, expiry_tried, now)
+            if c.reacts_itself:
+                self._react(store, dispatcher, active, expiry_tried, now)
             supervisor.restart_dead(after_s=c.restart_after_s)
             time.sleep(0.2)
+
+    def _react(
+        self, store: SqlStore, dispatcher: HandoffDispatcher, active: dict[str, str], expiry_tried: dict[str, float],
+        now: float,
+    ) -> None:
+        """The local coordinator: ask again for moves that lost a race, hand off runs whose lease expired."""
+        for request in dispatcher.take_raced():
+            if request.run_id in active:
+                owner = store.get_lease(request.run_id).owner or ""
+                dispatcher.submit(with_source_alive(request, owner.startswith(WORKER_OWNER_PREFIX)))
+        self._hand_off_expired(store, dispatcher, active, expiry_tried, now)
 
     def _any_adopted(self, store: SqlStore, active: dict[str, str]) -> bool:
         return any((store.get_lease(run_id).owner or "").startswith(WORKER_OWNER_PREFIX) for run_id in active)
@@ -294,8 +315,9 @@ class Fleet:
         if event.kill_worker:
             for slot in supervisor.on_placement(event.source_placement):
                 supervisor.kill(slot)
-        for request in moves:
-            dispatcher.submit(request)
+        if self.config.reacts_itself:
+            for request in moves:
+                dispatcher.submit(request)
         return True
 
     def _hand_off_expired(

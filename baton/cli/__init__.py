@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.faults_cmd",
     "baton.cli.inspect_cmd",
     "baton.cli.catalog_cmd",
+    "baton.cli.platform_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from baton.fleet import FleetConfig, FleetProgress, FleetSummary, run_fleet
+from baton.fleet import COORDINATORS, FleetConfig, FleetProgress, FleetSummary, run_fleet
 from baton.store.factory import baton_home, database_url
 
 
@@ -99,11 +99,23 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         timeout_s: float = typer.Option(180.0, "--timeout", help="Seconds before leftover runs are fenced and failed."),
         home: Path = typer.Option(None, "--home", help="BATON_HOME (default: $BATON_HOME or ./.baton)."),
+        launch_interval: float = typer.Option(0.6, "--launch-interval", min=0.01,
+                                              help="Seconds between run launches (work arrives over time)."),
+        chaos_window: float = typer.Option(8.0, "--chaos-window", min=0.1, help="Seconds over which chaos fires."),
+        extra_chaos: int = typer.Option(2, "--extra-chaos", min=0, help="Chaos events beyond one per reason."),
+        coordinator: str = typer.Option(
+            "local", "--coordinator",
+            help="local: this process hands off runs whose lease lapsed or that chaos displaced; dagster: it only "
+                 "changes the infrastructure, and Dagster's sensors and handoff_job react.",
+        ),
     ) -> None:
         """Run a live fleet of worker processes on real target services until every run ends."""
+        if coordinator not in COORDINATORS:
+            raise typer.BadParameter(f"--coordinator is one of {', '.join(COORDINATORS)}, not {coordinator!r}")
         console = Console(width=max(Console().width, 110), stderr=as_json)
-        config = FleetConfig(runs=runs, workers=workers, chaos=chaos, seed=seed, timeout_s=timeout_s,
-                             home=home or baton_home(), database_url=database_url())
+        config = FleetConfig(coordinator=coordinator, runs=runs, workers=workers, chaos=chaos, seed=seed, timeout_s=timeout_s,
+                             home=home or baton_home(), database_url=database_url(), launch_interval_s=launch_interval,
+                             chaos_window_s=chaos_window, extra_chaos_events=extra_chaos)
         summary = run_with_progress(console, config)
         if as_json:
             typer.echo(json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True))

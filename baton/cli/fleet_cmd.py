@@ -103,6 +103,8 @@ def register(app: typer.Typer) -> None:
                                               help="Seconds between run launches (work arrives over time)."),
         chaos_window: float = typer.Option(8.0, "--chaos-window", min=0.1, help="Seconds over which chaos fires."),
         extra_chaos: int = typer.Option(2, "--extra-chaos", min=0, help="Chaos events beyond one per reason."),
+        boundary_pause: float = typer.Option(0.35, "--boundary-pause", min=0.0,
+                                             help="Seconds a worker pauses at each semantic boundary."),
         coordinator: str = typer.Option(
             "local", "--coordinator",
             help="local: this process hands off runs whose lease lapsed or that chaos displaced; dagster: it only "
@@ -115,7 +117,8 @@ def register(app: typer.Typer) -> None:
         console = Console(width=max(Console().width, 110), stderr=as_json)
         config = FleetConfig(coordinator=coordinator, runs=runs, workers=workers, chaos=chaos, seed=seed, timeout_s=timeout_s,
                              home=home or baton_home(), database_url=database_url(), launch_interval_s=launch_interval,
-                             chaos_window_s=chaos_window, extra_chaos_events=extra_chaos)
+                             chaos_window_s=chaos_window, extra_chaos_events=extra_chaos,
+                             boundary_pause_s=boundary_pause)
         summary = run_with_progress(console, config)
         if as_json:
             typer.echo(json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True))

@@ -162,7 +162,7 @@ def service_specs(config: PlatformConfig) -> list[ServiceSpec]:
                     hint="Assets -> observations, candidates, verifier_evidence, checkpoints (partition = run)"),
         ServiceSpec("dagster-daemon", [_tool("dagster-daemon"), "run", "-w", str(workspace)],
                     env=env, cwd=root, probe=lambda: answers(web) and daemons_healthy(web),
-                    url=f"{web}/overview/automation", hint="sensors and schedules tick here"),
+                    url=f"{web}/automation", hint="sensors and schedules tick here"),
     ]
     if config.dashboard:
         dash = f"http://127.0.0.1:{config.dashboard_port}"

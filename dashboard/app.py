@@ -31,7 +31,7 @@ st.dataframe(
     [{"run": run.run_id, "kind": run.kind, "status": run.status, "placement": run.placement,
       "updated": run.updated_at.isoformat(timespec="seconds")}
      for run in sorted(runs, key=lambda r: r.updated_at, reverse=True)[:200]],
-    use_container_width=True,
+    width="stretch",
 )
 if st.button("Refresh"):
     st.rerun()

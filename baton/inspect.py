@@ -80,6 +80,9 @@ _SENTENCES: dict[EventType, Callable[[Event], str]] = {
     EventType.OPERATION_RECONCILED: lambda e: _with("An operation was reconciled with its target", e.reason or ""),
     EventType.RUN_ESCALATED: lambda e: _with("The run was escalated to a human", e.reason or ""),
     EventType.SCHEMA_MIGRATED: lambda e: _with("The checkpoint was migrated to a newer schema", e.reason or ""),
+    EventType.EVIDENCE_RECORDED: lambda e: _with(
+        f"Re-verification recorded {e.detail.get('result', 'a verdict')} for candidate "
+        f"{str(e.detail.get('candidate_hash', ''))[:19]}", e.reason or ""),
     EventType.RUN_FINISHED: lambda e: _with("The run finished", e.reason or str(e.detail.get("status", ""))),
 }
 

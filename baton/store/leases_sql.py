@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from baton.errors import RecordNotFoundError, StoreError
 from baton.store.core import Row, StoreCore
 from baton.store.dialect import check_duration
@@ -84,3 +86,21 @@ class LeasesSql(StoreCore):
             if row is None:
                 self._require_run(tx, run_id)
         return row is not None
+
+    def lapsed_leases(self) -> tuple[dt.datetime, list[Lease]]:
+        """The database time and the leases of active runs that nobody holds at that time.
+
+        A lease counts once it has been granted (epoch above 0) and its owner is
+        gone: expired by the database clock, or released while the run is still
+        active. One read, so every lease is judged against the same instant.
+        """
+        with self._tx(write=False) as tx:
+            clock = tx.one("SELECT " + self.dialect.clock_sql)
+            assert clock is not None
+            rows = tx.rows(
+                "SELECT l.run_id, l.owner, l.epoch, l.expires_at FROM leases l JOIN runs r ON r.run_id = l.run_id "
+                "WHERE r.status = 'active' AND l.epoch > 0 "
+                "AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= ?) ORDER BY l.run_id",
+                (self.dialect.ts_in(self.dialect.ts_out(clock[0])),),
+            )
+        return self.dialect.ts_out(clock[0]), [self._lease(row) for row in rows]

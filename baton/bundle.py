@@ -51,7 +51,7 @@ from baton.errors import (
     RecordNotFoundError,
     SchemaVersionError,
 )
-from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, sha256_ref
+from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
 from baton.portability import constraint_violations
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
@@ -160,7 +160,7 @@ def _refs_in(value: Any) -> Iterable[str]:
 
 
 def _checkpoint_roots(checkpoint: ExecutionCheckpoint) -> set[str]:
-    body = checkpoint.model_dump(mode="json")
+    body = plain_value(checkpoint)
     return {ref for key, value in body.items() if key not in _NOT_BLOB_FIELDS for ref in _refs_in(value)}
 
 
@@ -252,7 +252,7 @@ def export_run(
     contents = {ref: blobs.get(ref) for ref in refs}
     manifest = BundleManifest(
         run_id=run_id,
-        checkpoints=tuple(c.model_dump(mode="json") for c in checkpoints),
+        checkpoints=tuple(plain_value(c) for c in checkpoints),
         blobs=tuple(BlobEntry(ref=ref, size=len(contents[ref])) for ref in refs),
     )
     manifest_bytes = manifest.canonical()

@@ -79,7 +79,7 @@ def _hosted_bundles(verifiers: Sequence[str]) -> tuple[str, ...]:
 DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
     _placement(
         "local-gpu-eu", region="eu-west", provider="local", accelerator="gpu-a100",
-        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2"),
+        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2", "3"),
         verifiers=_VERIFIERS, tools=("corpus-client", "deploy-client", "python"), image="baton-worker:1.4",
     ),
     _placement(
@@ -94,7 +94,7 @@ DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
     ),
     _placement(
         "browser-pool-eu", region="eu-central", provider="local", accelerator="none",
-        ceiling=AuthorityLevel.SANDBOX_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2"),
+        ceiling=AuthorityLevel.SANDBOX_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2", "3"),
         verifiers=_VERIFIERS, tools=("browser", "corpus-client", "python"), image="baton-browser:2.0",
     ),
 )

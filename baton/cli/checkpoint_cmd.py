@@ -107,6 +107,36 @@ def register(app: typer.Typer) -> None:
             table.add_row(key, shown)
         _console.print(table)
 
+    @checkpoint_app.command("migrate")
+    def migrate_cmd(
+        to: Path = typer.Option(..., "--to", help="An empty BATON_HOME for the migrated store (SQLite + file blobs)."),
+    ) -> None:
+        """Migrate every checkpoint of this store to the current canonical form, into a new store.
+
+        The store named by BATON_HOME / BATON_DATABASE_URL is only read. Each
+        migrated checkpoint names its original (`migrated_from_hash`) and a
+        lineage record of every part it renamed (`migration_ref`).
+        """
+        from baton.agents.releases import RELEASES
+        from baton.hash_migration import migrate_store
+        from baton.store.sqlite import SqliteStore
+
+        with _refusal("migrate (the source store is unchanged)"):
+            if (to / "baton.db").exists() or (to / "blobs").exists():
+                raise ValueError(f"{to} already holds a store; migrate into an empty directory")
+            with _stores() as (store, blobs):
+                dest = SqliteStore(to / "baton.db")
+                try:
+                    reports = migrate_store(store, blobs, dest, BlobStore(to / "blobs"), known=RELEASES.values())
+                finally:
+                    dest.close()
+        for report in reports:
+            changed = sum(1 for old, new in report.hashes if old != new)
+            _console.print(f"run {report.run_id}: {len(report.hashes)} checkpoint(s), {changed} re-sealed, "
+                           f"{report.blobs_copied} original blob(s) copied")
+            for old, new in report.hashes:
+                typer.echo(f"  {old} -> {new}")
+
     @checkpoint_app.command("verify")
     def verify_cmd(checkpoint_id: str = typer.Argument(..., help="e.g. run-1/000003")) -> None:
         """Restore a checkpoint and verify its hash and every blob it reaches."""

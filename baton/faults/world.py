@@ -60,7 +60,7 @@ LEASE_TTL_S = 30.0
 TARGET_NAMES = ("deploy", "publisher", "repo", "webapp")
 
 
-def _placement(name: str, region: str, provider: str, *, image: str = "worker:1", schemas: tuple[str, ...] = ("1", "2"),
+def _placement(name: str, region: str, provider: str, *, image: str = "worker:1", schemas: tuple[str, ...] = ("1", "2", "3"),
                verifiers: tuple[str, ...] = (V7.verifier_bundle,),
                ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE) -> Placement:
     return Placement(

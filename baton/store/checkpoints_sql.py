@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpochError, StoreError
+from baton.identity import plain_value
 from baton.models.checkpoint import ExecutionCheckpoint
 from baton.store import manifest_delta
 from baton.store.blobs_sql import BlobsSql
@@ -92,8 +93,8 @@ class CheckpointsSql(BlobsSql):
         `blobs` (ref -> bytes) are written to the blob table in the same
         transaction, so a checkpoint and the parts it introduced commit at once.
         """
-        body = ckpt.model_dump(mode="json")
-        expected_hash = ExecutionCheckpoint.compute_hash(body)
+        body = plain_value(ckpt)
+        expected_hash = ckpt.content_hash()
         if expected_hash != ckpt.checkpoint_hash:
             raise CheckpointIntegrityError(
                 f"checkpoint {ckpt.checkpoint_id}: hash {ckpt.checkpoint_hash} does not match content {expected_hash}"

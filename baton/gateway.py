@@ -373,7 +373,7 @@ class MutationGateway:
         return entry
 
     def _send(self, request: MutationRequest, target: MutationTarget, entry: OperationEntry) -> MutationResult:
-        token = FencingToken(request.run_id, request.epoch)
+        token = FencingToken(request.run_id, request.epoch, request.capability)
         try:
             receipt = dict(target.apply(entry.operation_id, entry.idempotency_key, token, request.payload))
         except TargetRejectedError as exc:

@@ -34,6 +34,7 @@ from baton.placements import load_placements, placement_named
 from baton.runtime.agent_registry import agent_for
 from baton.runtime.executor import RunExecutor, RunOutcome
 from baton.runtime.services import RuntimeServices
+from baton.runtime.tools import read_only_tools
 from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 from baton.targets.corpus_service import CorpusClient
@@ -102,7 +103,7 @@ class Worker:
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
             releases={release.release_id: release for release in RELEASES.values()},
-            tools={"corpus": corpus, "deploy": deploy},
+            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
             history=history,
             boundary_pause_s=config.boundary_pause_s,
         )

@@ -97,6 +97,8 @@ class LocalAuthorityClient:
 class HttpAuthorityClient:
     """The authority service over HTTP on loopback."""
 
+    approval_required_from = AuthorityLevel.EXTERNAL_MUTATE
+
     def __init__(self, base_url: str, *, timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)

@@ -32,7 +32,8 @@ import jwt
 from pydantic import Field
 
 from baton.authority_keys import ALGORITHM, KeyRing, TrustedKeys
-from baton.errors import AuthorityDeniedError, CapabilityError, SigningKeyError
+from baton.approval_signing import verify_approval
+from baton.errors import ApprovalError, AuthorityDeniedError, CapabilityError, SigningKeyError
 from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.base import Record, Ref
 from baton.models.events import Event, EventType
@@ -319,7 +320,10 @@ class AuthorityService:
         *,
         max_ttl_s: float = 300.0,
         approval_required_from: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
+        approvers: TrustedKeys | None = None,
     ) -> None:
+        self.approvers = approvers
+        """The approvers' public keys; when set, only approvals they signed count (`baton.approval_signing`)."""
         if isinstance(signing_key, KeyRing):
             self._ring = signing_key
         else:
@@ -360,8 +364,14 @@ class AuthorityService:
         if artifact_hash is None:
             return None
         for approval in context.approvals:
-            if approval.valid_for(operation, artifact_hash, now) and approval.level.allows(level):
-                return approval
+            if not (approval.valid_for(operation, artifact_hash, now) and approval.level.allows(level)):
+                continue
+            if self.approvers is not None:
+                try:
+                    verify_approval(approval, self.approvers, now=now, operation=operation, artifacts=(artifact_hash,))
+                except ApprovalError:
+                    continue
+            return approval
         return None
 
     def issue_checked(

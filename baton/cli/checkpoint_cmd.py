@@ -77,12 +77,21 @@ def register(app: typer.Typer) -> None:
             None, "--placement", help="Placement the run will live on; without it only unconstrained runs import."
         ),
         catalog: Path | None = typer.Option(None, "--catalog", help="Placement catalog JSON (default: built-in)."),
+        approvers: Path | None = typer.Option(
+            None, "--approvers",
+            help="Approvers' public keys (jwks.json); every approval in the bundle must verify under them. "
+            "Default: BATON_HOME/approvers/jwks.json when it exists.",
+        ),
     ) -> None:
         """Verify a bundle completely, then import it; a refused bundle imports nothing."""
+        from baton.authority_keys import TrustedKeys
+
         with _refusal("import (nothing was imported)"):
             target = _placement(placement, catalog)
+            keys_file = approvers or baton_home() / "approvers" / "jwks.json"
+            trusted = TrustedKeys.load(keys_file) if approvers is not None or keys_file.exists() else None
             with _stores() as (store, blobs):
-                report = import_bundle(store, blobs, file, placement=target)
+                report = import_bundle(store, blobs, file, placement=target, approvers=trusted)
         _console.print(
             f"imported run {report.run_id}: {len(report.imported)} new checkpoint(s), "
             f"{len(report.already_present)} already present, {report.blobs_written} new blob(s)"

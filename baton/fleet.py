@@ -37,7 +37,7 @@ from pathlib import Path
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest
-from baton.models import Event, EventType, Placement
+from baton.models import AuthorityLevel, Event, EventType, Placement
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for
@@ -47,7 +47,11 @@ from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, w
 from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.supervisor import Supervisor
 from baton.runtime.worker import WORKER_OWNER_PREFIX, connect_targets
+from baton.agents.deploy_agent import DEPLOY
+from baton.agents.research_agent import PUBLISH
 from baton.authority_http import AuthorityServiceProcess
+from baton.authority_keys import JWKS_FILE
+from baton.targets.capability_guard import TargetPolicy
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
@@ -140,12 +144,16 @@ class Fleet:
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
         c = self.config
+        trust = self.home / "authority" / JWKS_FILE  # published by the authority service, started first
         deploy = ServiceProcess.deploy(target_data_dir("deploy", self.home), ambiguous_rate=c.ambiguous_rate,
-                                       seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s)
+                                       seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s,
+                                       guard=TargetPolicy(DEPLOY).arguments(trust))
         cleanup.callback(deploy.stop)
         deploy.start()
         corpus = ServiceProcess.corpus(target_data_dir("corpus", self.home), seed=c.seed,
-                                       drift_every_s=c.drift_every_s)
+                                       drift_every_s=c.drift_every_s,
+                                       guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE,
+                                                          artifact_field="report_hash").arguments(trust))
         cleanup.callback(corpus.stop)
         corpus.start()
         return deploy, corpus

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,30 @@ class TargetPolicy:
     operation: str
     level: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE
     artifact_field: str | None = None
+    """The payload field holding the artifact hash the capability must name; None: the payload names none."""
+
+    def arguments(self, trust: Path) -> list[str]:
+        """The command-line options (`add_guard_arguments`) that give a target service this policy."""
+        args = ["--trust", str(trust), "--capability-operation", self.operation, "--capability-level", self.level.value]
+        return args + ([] if self.artifact_field is None else ["--artifact-field", self.artifact_field])
+
+
+def add_guard_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--trust` and the policy options of a guarded target service."""
+    parser.add_argument("--trust", type=Path, default=None,
+                        help="public key set (jwks.json) to check capabilities with; without it none are checked")
+    parser.add_argument("--capability-operation", default=None, help="the operation a capability must name")
+    parser.add_argument("--capability-level", default=AuthorityLevel.EXTERNAL_MUTATE.value, help="the level it must grant")
+    parser.add_argument("--artifact-field", default=None, help="payload field holding the artifact hash")
+
+
+def guard_from_arguments(args: argparse.Namespace, default_operation: str) -> TargetGuard | None:
+    """The guard `add_guard_arguments` describes, or None without `--trust`."""
+    if args.trust is None:
+        return None
+    policy = TargetPolicy(args.capability_operation or default_operation, AuthorityLevel(args.capability_level),
+                          args.artifact_field)
+    return TargetGuard(KeyFile(args.trust), policy)
 
 
 class KeyFile:
@@ -75,11 +100,11 @@ class TargetGuard:
         keys = self._load_keys()
         if keys is not self._keys:
             self._keys, self._verifier = keys, CapabilityVerifier(keys)
-        artifact = None
+        claims = self._verifier.decode(capability)
+        artifact = claims.artifact_hash  # a target whose payload names no artifact cannot judge it
         if self.policy.artifact_field is not None:
             value = payload.get(self.policy.artifact_field)
             artifact = value if isinstance(value, str) else None
-        claims = self._verifier.decode(capability)
         return self._verifier.check(
             claims, run_id=run_id, epoch=epoch, operation=self.policy.operation, artifact_hash=artifact,
             required_level=self.policy.level, now=now or dt.datetime.now(dt.timezone.utc),

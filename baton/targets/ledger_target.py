@@ -59,11 +59,11 @@ from baton.checker import TargetEffect
 from baton.errors import CapabilityError, FencedTokenError, TargetRejectedError, TargetUnavailableError
 from baton.fencing import FenceGuard, FencingToken
 from baton.identity import ref_of
-from baton.models.authority import AuthorityLevel
 from baton.models.operation import OperationState
-from baton.targets.capability_guard import KeyFile, TargetGuard, TargetPolicy
+from baton.targets.capability_guard import TargetGuard, TargetPolicy, add_guard_arguments, guard_from_arguments
 
 DB_NAME = "ledger.sqlite3"
+DEFAULT_OPERATION = "ledger.append"
 PORT_FILE = "port"
 FaultMode = Literal["commit_then_timeout", "hang_then_abort", "reject"]
 
@@ -435,10 +435,7 @@ class LedgerTargetProcess:
         log = open(self.directory / "service.log", "ab")  # noqa: SIM115 - handed to the child
         command = [sys.executable, "-m", "baton.targets.ledger_target", "--dir", str(self.directory)]
         if self.trust is not None:
-            policy = self.policy or TargetPolicy(operation="ledger.append")
-            command += ["--trust", str(self.trust), "--operation", policy.operation, "--level", policy.level.value]
-            if policy.artifact_field is not None:
-                command += ["--artifact-field", policy.artifact_field]
+            command += (self.policy or TargetPolicy(operation=DEFAULT_OPERATION)).arguments(self.trust)
         self._proc = subprocess.Popen(
             command,
             stdout=log,
@@ -501,17 +498,10 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True, type=Path, help="directory holding the ledger's records")
-    parser.add_argument("--trust", type=Path, default=None,
-                        help="public key set (jwks.json) to check capabilities with; without it none are checked")
-    parser.add_argument("--operation", default="ledger.append", help="the operation a capability must name")
-    parser.add_argument("--level", default=AuthorityLevel.EXTERNAL_MUTATE.value, help="the level it must grant")
-    parser.add_argument("--artifact-field", default=None, help="payload field holding the artifact hash")
+    add_guard_arguments(parser)
     args = parser.parse_args(argv)
     directory: Path = args.dir
-    guard = None
-    if args.trust is not None:
-        guard = TargetGuard(KeyFile(args.trust), TargetPolicy(args.operation, AuthorityLevel(args.level), args.artifact_field))
-    app = create_app(directory, guard)
+    app = create_app(directory, guard_from_arguments(args, DEFAULT_OPERATION))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from baton.agents.releases import RELEASES
-from baton.authority import AuthorityService
+from baton.authority import AuthorityService, Capability
+from baton.authority_http import CapabilityRequest, LocalAuthorityClient
 from baton.compat import HandoffPolicy
 from baton.faults.external import (
     BUILDS,
@@ -184,6 +185,10 @@ class World:
         )
 
     # -- placements and policy --------------------------------------------------------------
+
+    def request_capability(self, ask: CapabilityRequest) -> Capability:
+        """The in-process authority, asked through the interface live workers use over HTTP."""
+        return LocalAuthorityClient(self.authority, self.store, {ask.placement: self.placement(ask.placement)}).request(ask)
 
     def placement(self, name: str) -> Placement:
         """The placement as current policy defines it (ceilings can change mid-run)."""

@@ -3,8 +3,11 @@
 Every LangGraph checkpoint is sealed as a Baton checkpoint of the thread's
 run (hash-linked to the previous one, at the writer's fencing epoch), whose
 run state holds the LangGraph checkpoint's manifest: its ids, versions and the
-content ref of every channel value. The run's events record each seal, so a
-LangGraph thread shows up in Baton's event log like any other run.
+content ref of every channel value. The event log records the run's creation
+and the first seal each saver makes on it (a CHECKPOINT_SEALED event, so the
+platform sees the thread as a run with checkpoints); the seals themselves are
+the run's checkpoint chain, which lineage reads like any other run's. One event
+per save would cost more bytes than the save's own rows.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from baton.store.core import Tx
 from baton.store.sql_blobs import SqlBlobStore
 from baton.store.staging import StagedBlobs
 
-MANIFEST_KEY = "langgraph_checkpoint"
+MANIFEST_KEY = "langgraph"
 _NO_DEADLINE = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
 _RESUME_REASON = "a LangGraph checkpoint: the thread resumes with graph.invoke(None, config)"
 
@@ -145,12 +148,14 @@ def seal(
     extra_blobs: Mapping[str, bytes],
     within: Callable[[ExecutionCheckpoint, str, Tx], None],
     detail: Mapping[str, Any],
+    announce: str | None = None,
 ) -> ExecutionCheckpoint:
     """Seal the run's next checkpoint around `state`; `within(checkpoint, state_ref, tx)` adds the adapter's rows.
 
-    Everything (new blobs, the checkpoint row, the adapter's rows, the event)
-    commits in one transaction, after the store checked the epoch under the
-    lease row's lock: a fenced writer leaves nothing behind.
+    Everything (new blobs, the checkpoint row, the adapter's rows and, with
+    `announce`, a CHECKPOINT_SEALED event giving that reason) commits in one
+    transaction, after the store checked the epoch under the lease row's lock:
+    a fenced writer leaves nothing behind.
     """
     staged = StagedBlobs(blobs)
     staged.put_many({ref: data for ref, data in extra_blobs.items() if ref not in blobs.stored_hint([ref])})
@@ -167,14 +172,16 @@ def seal(
         owner_epoch=epoch,
         sealed_at=now,
     )
-    event = Event(
-        event_type=EventType.CHECKPOINT_SEALED, run_id=run_id, at=now, checkpoint_id=checkpoint.checkpoint_id,
-        release_id=checkpoint.release_id, state_schema=checkpoint.schema_version,
-        resume_boundary=Boundary.GENERATING.value, source_epoch=epoch, reason="LangGraph checkpoint saved",
-        detail={"checkpoint_hash": checkpoint.checkpoint_hash, **detail},
-    )
+    events = []
+    if announce:
+        events.append(Event(
+            event_type=EventType.CHECKPOINT_SEALED, run_id=run_id, at=now, checkpoint_id=checkpoint.checkpoint_id,
+            release_id=checkpoint.release_id, state_schema=checkpoint.schema_version,
+            resume_boundary=Boundary.GENERATING.value, source_epoch=epoch, reason=announce,
+            detail={"checkpoint_hash": checkpoint.checkpoint_hash, **detail},
+        ))
     state_ref = checkpoint.task_state_ref
     store.append_checkpoint(checkpoint, blobs=staged.pending, within=lambda tx: within(checkpoint, state_ref, tx),
-                            events=[event])
+                            events=events)
     blobs.mark_stored(staged.pending)
     return checkpoint

@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import (
 
 from baton.checkpoints import RunParts
 from baton.errors import CanonicalEncodingError, StoreError
-from baton.identity import canonical_json, sha256_ref
+from baton.identity import canonical_json
 from baton.integrations.langgraph import tables
 from baton.integrations.langgraph.platform import (
     MANIFEST_KEY,
@@ -43,7 +43,15 @@ from baton.integrations.langgraph.platform import (
     seal,
 )
 from baton.integrations.langgraph.serde import SafeSerde, UnsafePayloadError
-from baton.integrations.langgraph.values import ListMemo, decode_value, encode_value, parse_value_blob, value_blob
+from baton.integrations.langgraph.values import (
+    ListMemo,
+    decode_value,
+    encode_value,
+    inline_bytes,
+    parse_value_blob,
+    value_blob,
+    value_ref,
+)
 from baton.models import ExecutionCheckpoint, PortableRunState
 from baton.ownership import LeaseHolder
 from baton.secret_scan import ensure_no_secrets
@@ -110,6 +118,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
         self._observed: dict[str, int] = {}
         self._heads: dict[str, ExecutionCheckpoint] = {}
         self._manifests: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._runs: set[str] = set()
+        self._announced: set[str] = set()
         tables.setup(store)
         if lease is not None:
             self._leases[self._lease_record(lease).run_id] = lease
@@ -140,7 +150,14 @@ class BatonSaver(BaseCheckpointSaver[int]):
 
     def ensure_run(self, thread_id: str) -> str:
         """Create the thread's Baton run (so a coordinator can grant it) and return its id."""
-        return ensure_run(self.store, thread_id, self.parts)
+        return self._ensure_run(thread_id)
+
+    def _ensure_run(self, thread_id: str) -> str:
+        run_id = run_id_for(thread_id)
+        if run_id not in self._runs:
+            ensure_run(self.store, thread_id, self.parts)
+            self._runs.add(run_id)
+        return run_id
 
     @staticmethod
     def _lease_record(lease: Lease | LeaseHolder) -> Lease:
@@ -205,11 +222,12 @@ class BatonSaver(BaseCheckpointSaver[int]):
         checkpoint["channel_values"] = values
         metadata = self.safe.loads(*parse_value_blob(row.metadata, what=f"{where}, metadata"),
                                    what=f"{where}, metadata")
-        write_blobs = self._fetch([w.value_ref for w in writes]) if writes else {}
+        stored = [w.value_ref for w in writes if inline_bytes(w.value_ref) is None]
+        write_blobs = self._fetch(stored) if stored else {}
         pending = []
         for write in writes:
             what = f"{where}, write to channel {write.channel!r}"
-            blob = write_blobs.get(write.value_ref)
+            blob = inline_bytes(write.value_ref) or write_blobs.get(write.value_ref)
             if blob is None:
                 raise UnsafePayloadError(f"{what}: value blob {write.value_ref} is missing")
             pending.append((write.task_id, write.channel, self.safe.loads(*parse_value_blob(blob, what=what), what=what)))
@@ -334,13 +352,13 @@ class BatonSaver(BaseCheckpointSaver[int]):
             metadata_blob = value_blob(*self.safe.dumps(full_metadata, what="checkpoint metadata"))
             scanned.append(("checkpoint metadata", full_metadata))
             self._scan(scanned)
-            run_id = ensure_run(self.store, thread_id, self.parts)
+            run_id = self._ensure_run(thread_id)
             lg_run_id = full_metadata.get("run_id")
 
             def rows(sealed: ExecutionCheckpoint, state_ref: str, tx: Any) -> None:
                 tables.insert_checkpoint(tx, tables.CheckpointRow(
                     thread_id, ns, str(checkpoint["id"]), None if parent_id is None else str(parent_id),
-                    None if lg_run_id is None else str(lg_run_id), sealed.checkpoint_id, state_ref, metadata_blob,
+                    None if lg_run_id is None else str(lg_run_id), sealed.seq, state_ref, metadata_blob,
                 ))
 
             sealed = self._seal(run_id, manifest, blobs, rows, thread_id, ns, str(checkpoint["id"]))
@@ -368,6 +386,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
                     extra_blobs=blobs, within=rows,
                     detail={"langgraph_thread_id": thread_id, "langgraph_checkpoint_ns": ns,
                             "langgraph_checkpoint_id": checkpoint_id},
+                    announce=None if run_id in self._announced else "LangGraph checkpoints saved by BatonSaver",
                 )
             except StoreError as exc:
                 # Another writer at the same epoch sealed first: take its checkpoint as the parent.
@@ -376,6 +395,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
                 self._heads.pop(run_id, None)
                 continue
             self._heads[run_id] = sealed
+            self._announced.add(run_id)
             return sealed
         raise AssertionError("unreachable")
 
@@ -397,8 +417,9 @@ class BatonSaver(BaseCheckpointSaver[int]):
         for index, (channel, value) in enumerate(writes):
             what = f"write to channel {channel!r}"
             blob = value_blob(*self.safe.dumps(value, what=what))
-            ref = sha256_ref(blob)
-            blobs[ref] = blob
+            ref = value_ref(blob)
+            if inline_bytes(ref) is None:
+                blobs[ref] = blob
             scanned.append((what, value))
             rows.append(tables.WriteRow(thread_id, ns, checkpoint_id, str(task_id), WRITES_IDX_MAP.get(channel, index),
                                         str(channel), str(task_path), ref))
@@ -416,7 +437,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
             self.blobs.mark_stored(new)
 
     def _run_exists(self, run_id: str) -> bool:
-        if run_id in self._observed or run_id in self._leases or run_id in self._heads:
+        if run_id in self._runs or run_id in self._observed or run_id in self._leases:
             return True
         try:
             self.store.get_run(run_id)
@@ -472,7 +493,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
                 writes = tables.select_thread_writes(tx, source)
             if not rows:
                 return
-            run_id = ensure_run(self.store, target, self.parts)
+            run_id = self._ensure_run(target)
             by_checkpoint: dict[tuple[str, str], list[tables.WriteRow]] = {}
             for write in writes:
                 by_checkpoint.setdefault((write.checkpoint_ns, write.checkpoint_id), []).append(write)
@@ -486,7 +507,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
                            copied: Any = copied) -> None:
                     tables.insert_checkpoint(tx, tables.CheckpointRow(
                         target, row.checkpoint_ns, row.checkpoint_id, row.parent_checkpoint_id, row.lg_run_id,
-                        sealed.checkpoint_id, state_ref, row.metadata,
+                        sealed.seq, state_ref, row.metadata,
                     ))
                     tables.insert_writes(tx, copied, replace=False)
 

@@ -2,7 +2,10 @@
 
 `lg_checkpoints` indexes LangGraph checkpoints (thread, namespace, id) onto
 the Baton checkpoint that sealed each one and the run-state blob holding its
-manifest; `lg_writes` holds pending writes by value ref. Values themselves
+manifest; `lg_writes` holds pending writes by value ref, the ordinary writes
+of one task call packed in one row (keyed by their first index) and each
+special write (error, interrupt, ...) in a row of its own, so a step's writes
+cost one row rather than one per channel. Values themselves
 live in the store's content-addressed blob table. The adapter is an extension
 of the store, so it uses the store's transactions and blob insert directly:
 its rows commit in the same transaction as the seal (or the fence check)
@@ -16,25 +19,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from baton.errors import StaleEpochError
+import base64
+
+import ormsgpack
+
+from baton.errors import CheckpointIntegrityError, StaleEpochError
+from baton.identity import REF_PREFIX, hex_of
+from baton.integrations.langgraph.values import INLINE_PREFIX, inline_bytes
 from baton.store.base import SqlStore
 from baton.store.core import Tx
 
 
 def _ddl(store: SqlStore) -> list[str]:
-    binary = "BYTEA" if store.dialect.name == "postgres" else "BLOB"
+    postgres = store.dialect.name == "postgres"
+    binary = "BYTEA" if postgres else "BLOB"
+    # SQLite keeps a rowid table plus a copy of every key in its primary-key index; without a
+    # rowid the rows live in the key's own tree, once.
+    compact = "" if postgres else " WITHOUT ROWID"
     return [
         "CREATE TABLE IF NOT EXISTS lg_checkpoints ("
         " thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,"
-        " parent_checkpoint_id TEXT, lg_run_id TEXT, baton_checkpoint_id TEXT NOT NULL,"
-        f" state_ref TEXT NOT NULL, metadata {binary} NOT NULL,"
-        " PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))",
+        " parent_checkpoint_id TEXT, lg_run_id TEXT, baton_seq BIGINT NOT NULL,"
+        f" state_digest {binary} NOT NULL, metadata {binary} NOT NULL,"
+        f" PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)){compact}",
         "CREATE INDEX IF NOT EXISTS lg_checkpoints_by_run ON lg_checkpoints (lg_run_id)",
         "CREATE TABLE IF NOT EXISTS lg_writes ("
         " thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,"
-        " task_id TEXT NOT NULL, idx BIGINT NOT NULL, channel TEXT NOT NULL, task_path TEXT NOT NULL,"
-        " value_ref TEXT NOT NULL,"
-        " PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))",
+        f" task_id TEXT NOT NULL, idx BIGINT NOT NULL, task_path TEXT NOT NULL, writes {binary} NOT NULL,"
+        f" PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)){compact}",
     ]
 
 
@@ -56,7 +68,7 @@ class CheckpointRow:
     checkpoint_id: str
     parent_checkpoint_id: str | None
     lg_run_id: str | None
-    baton_checkpoint_id: str
+    baton_seq: int  # seq of the Baton checkpoint (of the thread's run) that sealed this one
     state_ref: str
     metadata: bytes
 
@@ -76,19 +88,56 @@ class WriteRow:
 
 
 _CKPT_COLUMNS = (
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, lg_run_id, baton_checkpoint_id, state_ref, metadata"
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, lg_run_id, baton_seq, state_digest, metadata"
 )
-_WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value_ref"
+_WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, writes"
 
 
 def _ckpt(row: Sequence[Any]) -> CheckpointRow:
     return CheckpointRow(str(row[0]), str(row[1]), str(row[2]), None if row[3] is None else str(row[3]),
-                         None if row[4] is None else str(row[4]), str(row[5]), str(row[6]), bytes(row[7]))
+                         None if row[4] is None else str(row[4]), int(row[5]), REF_PREFIX + bytes(row[6]).hex(),
+                         bytes(row[7]))
 
 
-def _write(row: Sequence[Any]) -> WriteRow:
-    return WriteRow(str(row[0]), str(row[1]), str(row[2]), str(row[3]), int(row[4]), str(row[5]), str(row[6]),
-                    str(row[7]))
+def _pack(rows: Sequence[WriteRow]) -> bytes:
+    """[idx, channel, digest] per write, or [idx, channel, None, blob] for a value kept inline."""
+    packed: list[list[Any]] = []
+    for row in rows:
+        inline = inline_bytes(row.value_ref)
+        if inline is None:
+            packed.append([row.idx, row.channel, bytes.fromhex(hex_of(row.value_ref))])
+        else:
+            packed.append([row.idx, row.channel, None, inline])
+    return ormsgpack.packb(packed)
+
+
+def _ref(entry: Sequence[Any]) -> str:
+    if entry[2] is None:
+        return INLINE_PREFIX + base64.b64encode(bytes(entry[3])).decode("ascii")
+    return REF_PREFIX + bytes(entry[2]).hex()
+
+
+def _unpack(row: Sequence[Any]) -> list[WriteRow]:
+    try:
+        packed = ormsgpack.unpackb(bytes(row[6]))
+        return [WriteRow(str(row[0]), str(row[1]), str(row[2]), str(row[3]), int(entry[0]), str(entry[1]),
+                         str(row[5]), _ref(entry))
+                for entry in packed]
+    except (ormsgpack.MsgpackDecodeError, TypeError, ValueError, IndexError) as exc:
+        raise CheckpointIntegrityError(f"pending writes of task {row[3]!r} are malformed: {exc}") from None
+
+
+def _batches(rows: Sequence[WriteRow]) -> list[list[WriteRow]]:
+    """Ordinary writes of one task in one batch; each special (negative index) write alone."""
+    batches: dict[tuple[str, str, str, str, str], list[WriteRow]] = {}
+    single: list[list[WriteRow]] = []
+    for row in rows:
+        if row.idx < 0:
+            single.append([row])
+        else:
+            batches.setdefault((row.thread_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.task_path),
+                               []).append(row)
+    return [*batches.values(), *single]
 
 
 @contextmanager
@@ -126,25 +175,23 @@ def insert_checkpoint(tx: Tx, row: CheckpointRow) -> None:
         f"INSERT INTO lg_checkpoints ({_CKPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
         "parent_checkpoint_id = excluded.parent_checkpoint_id, lg_run_id = excluded.lg_run_id, "
-        "baton_checkpoint_id = excluded.baton_checkpoint_id, state_ref = excluded.state_ref, "
+        "baton_seq = excluded.baton_seq, state_digest = excluded.state_digest, "
         "metadata = excluded.metadata",
         (row.thread_id, row.checkpoint_ns, row.checkpoint_id, row.parent_checkpoint_id, row.lg_run_id,
-         row.baton_checkpoint_id, row.state_ref, row.metadata),
+         row.baton_seq, bytes.fromhex(hex_of(row.state_ref)), row.metadata),
     )
 
 
 def insert_writes(tx: Tx, rows: Sequence[WriteRow], *, replace: bool) -> None:
     """Insert writes; an existing (task, idx) is kept, or replaced when `replace` (special channels)."""
-    conflict = (
-        "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, value_ref = excluded.value_ref"
-        if replace else "DO NOTHING"
-    )
-    for row in rows:
+    conflict = "DO UPDATE SET task_path = excluded.task_path, writes = excluded.writes" if replace else "DO NOTHING"
+    for batch in _batches(rows):
+        first = min(batch, key=lambda row: row.idx)
         tx.rows(
-            f"INSERT INTO lg_writes ({_WRITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO lg_writes ({_WRITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
             f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}",
-            (row.thread_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx, row.channel, row.task_path,
-             row.value_ref),
+            (first.thread_id, first.checkpoint_ns, first.checkpoint_id, first.task_id, first.idx, first.task_path,
+             _pack(sorted(batch, key=lambda row: row.idx))),
         )
 
 
@@ -184,12 +231,12 @@ def select_writes(tx: Tx, thread_id: str, checkpoint_ns: str, checkpoint_id: str
         "ORDER BY task_id, idx",
         (thread_id, checkpoint_ns, checkpoint_id),
     )
-    return [_write(row) for row in rows]
+    return [write for row in rows for write in _unpack(row)]
 
 
 def select_thread_writes(tx: Tx, thread_id: str) -> list[WriteRow]:
     rows = tx.rows(f"SELECT {_WRITE_COLUMNS} FROM lg_writes WHERE thread_id = ?", (thread_id,))
-    return [_write(row) for row in rows]
+    return [write for row in rows for write in _unpack(row)]
 
 
 def delete_thread(tx: Tx, thread_id: str) -> None:

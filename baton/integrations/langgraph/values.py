@@ -16,6 +16,7 @@ blob's hash (the blob store does) and each payload against the allow-list.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,10 +26,29 @@ from baton.errors import CheckpointIntegrityError
 from baton.identity import REF_PREFIX, hex_of, sha256_ref
 from baton.integrations.langgraph.serde import SafeSerde, UnsafePayloadError
 
+INLINE_PREFIX = "inline:"
+INLINE_MAX = 48  # value blobs this small are kept in the row that names them, not in the blob table
 VALUE_MAGIC = b"LGV1"
 SEGMENT_MAGIC = b"LGS1"
 _DIGEST = 32
 _SEGMENT_LEN = len(SEGMENT_MAGIC) + _DIGEST + 8 + _DIGEST
+
+
+def value_ref(blob: bytes) -> str:
+    """How a row names a value blob: inline when tiny (a ref would cost more than the bytes), else its ref."""
+    if len(blob) <= INLINE_MAX:
+        return INLINE_PREFIX + base64.b64encode(blob).decode("ascii")
+    return sha256_ref(blob)
+
+
+def inline_bytes(ref: str) -> bytes | None:
+    """The blob bytes an inline ref carries (None for a content ref)."""
+    if not ref.startswith(INLINE_PREFIX):
+        return None
+    try:
+        return base64.b64decode(ref[len(INLINE_PREFIX):], validate=True)
+    except ValueError:
+        raise CheckpointIntegrityError(f"malformed inline value {ref[:40]!r}") from None
 
 
 def value_blob(encoding: str, data: bytes) -> bytes:
@@ -109,10 +129,12 @@ def encode_value(
             memo.put(ref, before + _copy(serde, added_blob, what))
             return Encoded(ref, {added_ref: added_blob, ref: segment}, added)
     blob = value_blob(*serde.dumps(value, what=what))
-    ref = sha256_ref(blob)
-    if isinstance(value, list):
+    if isinstance(value, list):  # a list may be extended later: a segment needs a content ref to point at
+        ref = sha256_ref(blob)
         memo.put(ref, _copy(serde, blob, what))
-    return Encoded(ref, {ref: blob}, value)
+        return Encoded(ref, {ref: blob}, value)
+    ref = value_ref(blob)
+    return Encoded(ref, {} if ref.startswith(INLINE_PREFIX) else {ref: blob}, value)
 
 
 def _copy(serde: SafeSerde, blob: bytes, what: str) -> tuple[Any, ...]:
@@ -130,6 +152,9 @@ def decode_value(
     memo: ListMemo,
 ) -> Any:
     """The value stored at `ref`, walking a segment chain back to its first full list."""
+    inline = inline_bytes(ref)
+    if inline is not None:
+        return serde.loads(*parse_value_blob(inline, what=what), what=what)
     cached = memo.get(ref)
     if cached is not None:
         return copy.deepcopy(list(cached))  # the caller may change items in place; the memo must not see it

@@ -95,6 +95,11 @@ class BatonSaver(BaseCheckpointSaver[int]):
     `StaleEpochError` once a newer epoch exists. Without a lease a thread's
     saves carry the epoch this saver first saw for it. `allowed_types` extends
     LangGraph's safe types with the user's own plain-data classes.
+
+    Every channel value, write and metadata is scanned for credentials before
+    it is stored, except the channels named in `evidence_channels`: recorded
+    evidence (raw observations, fetched documents) that Baton stores as
+    content but does not scan, as it does for a run's observation contents.
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
         allowed_types: Iterable[type | tuple[str, str]] = (),
         parts: RunParts | None = None,
         scan_secrets: bool = True,
+        evidence_channels: Iterable[str] = (),
     ) -> None:
         super().__init__()
         self.store = store
@@ -112,6 +118,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
         self.safe = SafeSerde(allowed_types)
         self.parts = parts or default_parts()
         self.scan_secrets = scan_secrets
+        self.evidence_channels = frozenset(evidence_channels)
         self._lock = threading.RLock()
         self._memo = ListMemo()
         self._leases: dict[str, Lease | LeaseHolder] = {}
@@ -341,7 +348,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
                 encoded = encode_value(self.safe, values[channel], what=what, previous_ref=previous, memo=self._memo)
                 channels[channel] = encoded.ref
                 blobs.update(encoded.blobs)
-                scanned.append((what, encoded.new_content))
+                if channel not in self.evidence_channels:
+                    scanned.append((what, encoded.new_content))
             rest = {key: value for key, value in checkpoint.items() if key != "channel_values"}
             manifest = {"checkpoint": rest, "channels": channels, "checkpoint_ns": ns}
             try:
@@ -420,7 +428,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
             ref = value_ref(blob)
             if inline_bytes(ref) is None:
                 blobs[ref] = blob
-            scanned.append((what, value))
+            if channel not in self.evidence_channels:
+                scanned.append((what, value))
             rows.append(tables.WriteRow(thread_id, ns, checkpoint_id, str(task_id), WRITES_IDX_MAP.get(channel, index),
                                         str(channel), str(task_path), ref))
         self._scan(scanned)

@@ -149,6 +149,7 @@ def seal(
     within: Callable[[ExecutionCheckpoint, str, Tx], None],
     detail: Mapping[str, Any],
     announce: str | None = None,
+    scan_parts: bool = True,
 ) -> ExecutionCheckpoint:
     """Seal the run's next checkpoint around `state`; `within(checkpoint, state_ref, tx)` adds the adapter's rows.
 
@@ -171,6 +172,7 @@ def seal(
         resumability_reasons=(_RESUME_REASON,),
         owner_epoch=epoch,
         sealed_at=now,
+        scan_secrets=scan_parts,
     )
     events = []
     if announce:

@@ -395,6 +395,9 @@ class BatonSaver(BaseCheckpointSaver[int]):
                     detail={"langgraph_thread_id": thread_id, "langgraph_checkpoint_ns": ns,
                             "langgraph_checkpoint_id": checkpoint_id},
                     announce=None if run_id in self._announced else "LangGraph checkpoints saved by BatonSaver",
+                    # The run's parts are scanned at this saver's first seal; after that the only new part
+                    # is the manifest (ids, versions, refs), whose user content was scanned channel by channel.
+                    scan_parts=self.scan_secrets and run_id not in self._announced,
                 )
             except StoreError as exc:
                 # Another writer at the same epoch sealed first: take its checkpoint as the parent.

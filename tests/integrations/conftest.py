@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("langgraph.checkpoint.conformance", reason="needs the 'langgraph' extra of baton")
+if importlib.util.find_spec("langgraph") is None or importlib.util.find_spec("langgraph.checkpoint.conformance") is None:
+    if os.environ.get("CI"):  # CI installs the extra (make install): its absence is a failure, never a skip
+        raise ImportError("tests/integrations needs the 'langgraph' extra of baton (pip install -e '.[langgraph]')")
+    collect_ignore_glob = ["test_*.py"]  # a local checkout without the extra
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -95,32 +95,39 @@ class Result:
 
 
 def run(steps: Sequence[int] = DEFAULT_STEPS, workdir: Path | None = None,
-        progress: Callable[[str], None] | None = None) -> tuple[list[Result], list[str]]:
-    """Every system at every length; (results, notes on what could not be measured)."""
-    results: list[Result] = []
+        progress: Callable[[str], None] | None = None, repeat: int = 1) -> tuple[list[Result], list[str]]:
+    """Every system at every length, `repeat` times (rounds interleaved); the median-time run of each.
+
+    Returns (results, notes on what could not be measured).
+    """
+    samples: dict[tuple[str, int], list[Result]] = {}
     notes: list[str] = []
+    trajectories = {n: Trajectory(n).materialize() for n in steps}  # generated before anything is timed
     root = Path(tempfile.mkdtemp(prefix="baton-bench-lg-", dir=workdir))
     try:
         with _maybe_postgres(notes) as server_url:
-            for n in steps:
-                observations = Trajectory(n).materialize()
-                for system in SYSTEMS:
-                    if progress:
-                        progress(f"{system.name} @ {n}")
-                    leg_dir = root / f"{system.key}-{n}"
-                    leg_dir.mkdir()
-                    if system.backend == "sqlite":
-                        out = system.leg(LegInput(observations, leg_dir))
-                        allocated = sum(part.allocated for part in out.components.values())
-                    elif server_url is None:
-                        continue
-                    else:
-                        with fresh_database(server_url, prefix="bench_lg") as database:
-                            out = system.leg(LegInput(observations, leg_dir, database.url))
-                            allocated = database.stored_bytes()
-                    results.append(Result(system, n, allocated, mean_ms(out.step_seconds)))
+            for n, round_no, system in ((n, r, s) for n in steps for r in range(repeat) for s in SYSTEMS):
+                observations = trajectories[n]
+                if progress:
+                    progress(f"{system.name} @ {n} (round {round_no + 1}/{repeat})")
+                leg_dir = root / f"{system.key}-{n}-{round_no}"
+                leg_dir.mkdir()
+                if system.backend == "sqlite":
+                    out = system.leg(LegInput(observations, leg_dir))
+                    allocated = sum(part.allocated for part in out.components.values())
+                elif server_url is None:
+                    continue
+                else:
+                    with fresh_database(server_url, prefix="bench_lg") as database:
+                        out = system.leg(LegInput(observations, leg_dir, database.url))
+                        allocated = database.stored_bytes()
+                samples.setdefault((system.key, n), []).append(Result(system, n, allocated, mean_ms(out.step_seconds)))
+                shutil.rmtree(leg_dir, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    results = [sorted(runs, key=lambda r: r.ms_per_step)[(len(runs) - 1) // 2] for runs in samples.values()]
+    if repeat > 1:
+        notes.append(f"each leg ran {repeat} times, rounds interleaved; shown: the run with the median ms per step")
     return results, notes
 
 
@@ -199,7 +206,7 @@ def markdown(results: Sequence[Result], notes: Sequence[str], machine_lines: Seq
 
 
 def main(*, steps: Sequence[int] = DEFAULT_STEPS, out: Path | None = None, as_json: bool = False,
-         workdir: Path | None = None, console: Any = None) -> dict[str, Any]:
+         workdir: Path | None = None, console: Any = None, repeat: int = 1) -> dict[str, Any]:
     """Run the benchmark, print its table, write its section of `out/benchmarks.md`."""
     from rich.console import Console
     from rich.table import Table
@@ -208,8 +215,9 @@ def main(*, steps: Sequence[int] = DEFAULT_STEPS, out: Path | None = None, as_js
     from baton.bench.machine import describe
 
     err = Console(stderr=True)
-    results, notes = run(steps, workdir, progress=lambda text: err.print(f"langgraph: {text}"))
-    command = "baton bench langgraph --steps " + ",".join(str(n) for n in steps) + (f" --out {out}" if out else "")
+    results, notes = run(steps, workdir, progress=lambda text: err.print(f"langgraph: {text}"), repeat=repeat)
+    command = ("baton bench langgraph --steps " + ",".join(str(n) for n in steps)
+               + (f" --repeat {repeat}" if repeat != 1 else "") + (f" --out {out}" if out else ""))
     document = {
         "command": command,
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -99,14 +100,17 @@ class ListMemo:
     def __init__(self, limit: int = 256) -> None:
         self._items: dict[str, tuple[Any, ...]] = {}
         self._limit = limit
+        self._lock = threading.Lock()  # async callers reach the saver from several threads
 
     def get(self, ref: str) -> tuple[Any, ...] | None:
-        return self._items.get(ref)
+        with self._lock:
+            return self._items.get(ref)
 
     def put(self, ref: str, items: tuple[Any, ...]) -> None:
-        if len(self._items) >= self._limit:
-            self._items.pop(next(iter(self._items)))
-        self._items[ref] = items
+        with self._lock:
+            if len(self._items) >= self._limit:
+                self._items.pop(next(iter(self._items)))
+            self._items[ref] = items
 
 
 def encode_value(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baton import secret_scan
 from baton.bench import ckpt_langgraph
 from baton.bench.leg import LegInput, LegOutput
 from baton.bench.measure import mean_ms, sqlite_footprint
@@ -112,6 +113,9 @@ def run(steps: Sequence[int] = DEFAULT_STEPS, workdir: Path | None = None,
                     progress(f"{system.name} @ {n} (round {round_no + 1}/{repeat})")
                 leg_dir = root / f"{system.key}-{n}-{round_no}"
                 leg_dir.mkdir()
+                # The secret scan remembers lines it found clean; every leg starts with none remembered,
+                # or a later leg would be timed on observations an earlier one already scanned.
+                secret_scan._CLEAN.clear()
                 if system.backend == "sqlite":
                     out = system.leg(LegInput(observations, leg_dir))
                     allocated = sum(part.allocated for part in out.components.values())

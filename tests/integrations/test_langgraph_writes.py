@@ -13,16 +13,16 @@ checkpoint still reads in full.
 from __future__ import annotations
 
 import dataclasses
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
-from langgraph.graph import END, START, StateGraph
 
 from baton.errors import SecretInStateError
 from baton.integrations.langgraph import BatonSaver, UnsafeValueError
 from baton.store.factory import open_store
+
+from tests.integrations.lg_graphs import run_growing_graph as _run_graph
 
 SECRET = "ghp_" + "Zq8T2vLm9XwR4kPd7NbY3cHs6JfA1eGu5oWi"  # the shape of a GitHub token, not a real one
 
@@ -85,24 +85,6 @@ def test_ablation_without_the_scan_the_credential_is_stored(store_url: str) -> N
     _put(BatonSaver(store, scan_secrets=False), "t-secret", {"config": {"github_token": SECRET}})
     assert SECRET.encode() in _all_bytes(store)
     store.close()
-
-
-class Growing(TypedDict):
-    observations: Annotated[list[str], operator.add]
-    step: int
-
-
-def _run_graph(saver: BatonSaver, thread: str, steps: int) -> None:
-    def observe(state: Growing) -> dict[str, Any]:
-        step = int(state["step"])
-        return {"observations": [f"{step:04d}" + "x" * 2044], "step": step + 1}
-
-    graph: StateGraph[Any] = StateGraph(Growing)
-    graph.add_node("observe", observe)
-    graph.add_edge(START, "observe")
-    graph.add_conditional_edges("observe", lambda s: "observe" if s["step"] < steps else END, ["observe", END])
-    graph.compile(checkpointer=saver).invoke({"observations": [], "step": 0}, {
-        "configurable": {"thread_id": thread}, "recursion_limit": steps + 10}, durability="sync")
 
 
 def _channel_blob_bytes(store: Any) -> int:

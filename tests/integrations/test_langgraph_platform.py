@@ -31,3 +31,21 @@ def test_each_save_is_a_sealed_checkpoint_of_the_threads_run(store_url: str) -> 
     assert manifest["checkpoint"]["id"] == saved[0].checkpoint["id"]
     assert set(manifest["channels"]) == set(saved[0].checkpoint["channel_values"])
     store.close()
+
+
+def test_two_savers_at_one_epoch_extend_one_chain(store_url: str) -> None:
+    from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+
+    store = open_store(store_url)
+    first, second = BatonSaver(store), BatonSaver(store)
+    parent = None
+    for step in range(6):
+        saver = first if step % 2 == 0 else second  # each saver's cached head is stale every other save
+        config = generate_config("shared")
+        if parent is not None:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        parent = saver.put(config, generate_checkpoint(), generate_metadata(step=step), {})
+    sealed = store.list_checkpoints(BatonSaver.run_id_for("shared"))
+    assert [c.seq for c in sealed] == list(range(6))
+    assert len(list(first.list({"configurable": {"thread_id": "shared"}}))) == 6
+    store.close()

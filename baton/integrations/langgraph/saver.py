@@ -309,11 +309,40 @@ class BatonSaver(BaseCheckpointSaver[int]):
         head = self._heads.get(run_id)
         if head is None:
             head = self.store.latest_checkpoint(run_id)
+            if head is not None:
+                self._heads[run_id] = head
         return head
 
     def _scan(self, items: Sequence[tuple[str, Any]]) -> None:
         if self.scan_secrets and items:
             ensure_no_secrets((label, _plain(value)) for label, value in items)
+
+    def _encode_channels(
+        self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: Mapping[str, Any] | None
+    ) -> tuple[dict[str, str], dict[str, bytes], list[tuple[str, Any]]]:
+        """(channel -> ref, new blobs, what to scan): unchanged channels keep the parent's ref."""
+        parent_channels: dict[str, str] = parent["channels"] if parent else {}
+        parent_versions: dict[str, Any] = parent["checkpoint"].get("channel_versions", {}) if parent else {}
+        values = checkpoint.get("channel_values", {})
+        channels: dict[str, str] = {}
+        blobs: dict[str, bytes] = {}
+        scanned: list[tuple[str, Any]] = []
+        for channel, version in checkpoint.get("channel_versions", {}).items():
+            previous = parent_channels.get(channel)
+            if channel not in new_versions and previous is not None and parent_versions.get(channel) == version:
+                channels[channel] = previous
+                continue
+            if channel not in values:
+                continue  # an empty channel: nothing to store, absent on read
+            what = f"channel {channel!r}"
+            if previous is not None and isinstance(values[channel], list) and self._memo.get(previous) is None:
+                decode_value(self.safe, previous, self._fetch, what=what, memo=self._memo)  # warm the memo
+            encoded = encode_value(self.safe, values[channel], what=what, previous_ref=previous, memo=self._memo)
+            channels[channel] = encoded.ref
+            blobs.update(encoded.blobs)
+            if channel not in self.evidence_channels:
+                scanned.append((what, encoded.new_content))
+        return channels, blobs, scanned
 
     def put(
         self,
@@ -329,27 +358,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
         parent_id = conf.get("checkpoint_id")
         with self._lock:
             parent = self._parent_manifest(thread_id, ns, parent_id)
-            parent_channels: dict[str, str] = parent["channels"] if parent else {}
-            parent_versions: dict[str, Any] = parent["checkpoint"].get("channel_versions", {}) if parent else {}
-            values = checkpoint.get("channel_values", {})
-            channels: dict[str, str] = {}
-            blobs: dict[str, bytes] = {}
-            scanned: list[tuple[str, Any]] = []
-            for channel, version in checkpoint.get("channel_versions", {}).items():
-                previous = parent_channels.get(channel)
-                if channel not in new_versions and previous is not None and parent_versions.get(channel) == version:
-                    channels[channel] = previous
-                    continue
-                if channel not in values:
-                    continue  # an empty channel: nothing to store, absent on read
-                what = f"channel {channel!r}"
-                if previous is not None and isinstance(values[channel], list) and self._memo.get(previous) is None:
-                    decode_value(self.safe, previous, self._fetch, what=what, memo=self._memo)  # warm the memo
-                encoded = encode_value(self.safe, values[channel], what=what, previous_ref=previous, memo=self._memo)
-                channels[channel] = encoded.ref
-                blobs.update(encoded.blobs)
-                if channel not in self.evidence_channels:
-                    scanned.append((what, encoded.new_content))
+            channels, blobs, scanned = self._encode_channels(checkpoint, new_versions, parent)
             rest = {key: value for key, value in checkpoint.items() if key != "channel_values"}
             manifest = {"checkpoint": rest, "channels": channels, "checkpoint_ns": ns}
             try:
@@ -399,11 +408,15 @@ class BatonSaver(BaseCheckpointSaver[int]):
                     # is the manifest (ids, versions, refs), whose user content was scanned channel by channel.
                     scan_parts=self.scan_secrets and run_id not in self._announced,
                 )
-            except StoreError as exc:
-                # Another writer at the same epoch sealed first: take its checkpoint as the parent.
-                if "seq must be" not in str(exc) and "parent must be" not in str(exc) or attempt == _CHAIN_RETRIES - 1:
+            except StoreError:
+                # Another writer at the same epoch may have sealed first: then take its checkpoint as the
+                # parent and seal again; if the head did not move, the refusal was about something else.
+                latest = self.store.latest_checkpoint(run_id)
+                moved = (None if latest is None else latest.checkpoint_hash) != (
+                    None if head is None else head.checkpoint_hash)
+                if not moved or attempt == _CHAIN_RETRIES - 1:
                     raise
-                self._heads.pop(run_id, None)
+                self._heads[run_id] = latest  # type: ignore[assignment]
                 continue
             self._heads[run_id] = sealed
             self._announced.add(run_id)

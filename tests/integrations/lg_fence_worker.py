@@ -1,6 +1,6 @@
 """A worker process running one LangGraph thread; the fencing test starts two of these.
 
-Each step appends "<owner>:<step>" to an `operator.add` list. With `--pause-at N`
+Each step appends "<tag>:<step>" to an `operator.add` list. With `--pause-at N`
 the node of step N writes a marker file and waits for a go file before it
 returns, so the test can hand the thread to another worker meanwhile. The
 outcome (final state or the error that stopped the run) goes to `--result`
@@ -58,6 +58,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--thread", required=True)
     parser.add_argument("--owner", required=True)
+    parser.add_argument("--tag", required=True, help="what this worker writes on its observations")
+    parser.add_argument("--placement", default="langgraph-local")
     parser.add_argument("--epoch", type=int)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--pause-at", type=int)
@@ -66,19 +68,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args(argv)
     config = {"configurable": {"thread_id": args.thread}}
-    graph = build_graph(args.owner, args.pause_at, args.marker, args.go)
+    graph = build_graph(args.tag, args.pause_at, args.marker, args.go)
     inputs = None if args.resume else {"observations": [], "step": 0}
     outcome: dict[str, Any]
     try:
         if args.saver == "baton":
             from baton.integrations.langgraph import BatonSaver
+            from baton.integrations.langgraph.platform import default_parts
             from baton.store.factory import open_store
 
             store = open_store(args.url)
             lease = store.get_lease(BatonSaver.run_id_for(args.thread))
             if lease.owner != args.owner or lease.epoch != args.epoch:
                 raise RuntimeError(f"lease is {lease.owner}@{lease.epoch}, not {args.owner}@{args.epoch}")
-            saver = BatonSaver(store, lease=lease)
+            saver = BatonSaver(store, lease=lease, parts=default_parts(args.placement))
             final = graph.compile(checkpointer=saver).invoke(inputs, config, durability="sync")
             store.close()
         else:

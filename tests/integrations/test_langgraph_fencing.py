@@ -1,9 +1,10 @@
 """Two worker processes on one LangGraph thread; a handoff through Baton's coordinator fences the first.
 
-Worker A runs the thread under its lease and pauses inside step 3. The
-coordinator then revokes A's lease and grants the run to worker B (a planned
-handoff: a new epoch by compare-and-set), and B resumes the thread with
-`graph.invoke(None, config)` to the end. When A wakes, its save is refused
+Worker A runs the thread under its lease and pauses inside step 3. Baton's
+handoff coordinator then moves the run to another placement (prepare: the
+sealed checkpoint verified and the compatibility gate passed; commit: a new
+epoch by compare-and-set, which fences A), and worker B, holding the new
+lease, resumes the thread with `graph.invoke(None, config)` to the end. When A wakes, its save is refused
 with StaleEpochError and the thread's history holds only checkpoints that the
 owner of the time wrote. The oracle is what each worker process put in the
 state (its own name on each observation) and reported about its own run. The
@@ -21,9 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest
 from baton.integrations.langgraph import BatonSaver
+from baton.integrations.langgraph.platform import default_parts
 from baton.ownership import Coordinator
 from baton.store.factory import open_store
+from baton.store.sql_blobs import SqlBlobStore
 
 WORKER = Path(__file__).with_name("lg_fence_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +38,7 @@ DEADLINE_S = 180.0
 def _start(tmp: Path, name: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
     result = tmp / f"{name}.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, str(WORKER), *args, "--owner", name, "--result", str(result)],
+    proc = subprocess.Popen([sys.executable, str(WORKER), *args, "--tag", name, "--result", str(result)],
                             cwd=REPO, env=env)
     return proc, result
 
@@ -76,19 +80,25 @@ def test_fenced_worker_cannot_write_after_handoff(tmp_path: Path, store_url: str
     store = open_store(store_url)
     saver = BatonSaver(store)
     run_id = saver.ensure_run(thread)
-    coordinator = Coordinator(store, name="test-coordinator")
-    first = coordinator.grant(run_id, "a", ttl_s=600)
+    first = Coordinator(store, name="test-launcher").grant(run_id, "worker-a", ttl_s=600)
     assert first is not None
-    epochs = {"a": first.epoch}
+    leases = {"a": ("worker-a", first.epoch, "langgraph-local")}
+    source, target = default_parts("langgraph-local").placement, default_parts("langgraph-remote").placement
+    coordinator = HandoffCoordinator(store, SqlBlobStore(store), {p.name: p for p in (source, target)})
 
     def handoff() -> None:
-        lease = coordinator.grant(run_id, "b", ttl_s=600, observed_epoch=epochs["a"], force=True,
-                                  reason="planned handoff of a LangGraph thread")
-        assert lease is not None
-        epochs["b"] = lease.epoch
+        # Worker a is paused and does not answer: the coordinator moves the run without it, which
+        # fences epoch a by compare-and-set before the new owner starts.
+        outcome = coordinator.handoff(HandoffRequest(run_id, "planned move of a LangGraph thread",
+                                                     source_alive=False))
+        assert outcome.committed, outcome.abort_reason
+        assert outcome.new_owner is not None and outcome.target_epoch is not None
+        leases["b"] = (outcome.new_owner, outcome.target_epoch, target.name)
 
-    def args(owner: str) -> list[str]:
-        return ["--saver", "baton", "--url", store_url, "--thread", thread, "--epoch", str(epochs[owner])]
+    def args(name: str) -> list[str]:
+        owner, epoch, placement = leases[name]
+        return ["--saver", "baton", "--url", store_url, "--thread", thread, "--owner", owner,
+                "--epoch", str(epoch), "--placement", placement]
 
     a_outcome, b_outcome = _handoff_scenario(tmp_path, args, handoff)
 
@@ -104,7 +114,8 @@ def test_fenced_worker_cannot_write_after_handoff(tmp_path: Path, store_url: str
     # Every Baton seal of the run is the owner's of its time: epoch a, then epoch b, never a again.
     sealed = store.list_checkpoints(run_id)
     owner_epochs = [c.owner_epoch for c in sealed]
-    assert owner_epochs == sorted(owner_epochs) and set(owner_epochs) == {epochs["a"], epochs["b"]}
+    assert owner_epochs == sorted(owner_epochs) and set(owner_epochs) == {leases["a"][1], leases["b"][1]}
+    assert store.get_run(run_id).placement == "langgraph-remote"
     assert len(sealed) == len(history)
     store.close()
 
@@ -113,8 +124,8 @@ def test_ablation_langgraph_sqlite_saver_lets_the_stale_worker_write(tmp_path: P
     path = str(tmp_path / "langgraph.sqlite")
     thread = "thread-without-fence"
 
-    def args(owner: str) -> list[str]:
-        return ["--saver", "langgraph-sqlite", "--url", path, "--thread", thread]
+    def args(name: str) -> list[str]:
+        return ["--saver", "langgraph-sqlite", "--url", path, "--thread", thread, "--owner", name]
 
     a_outcome, b_outcome = _handoff_scenario(tmp_path, args, lambda: None)
 

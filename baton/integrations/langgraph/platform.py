@@ -89,6 +89,8 @@ def default_parts(placement_name: str = "langgraph-local") -> RunParts:
             authority_ceiling=AuthorityLevel.OBSERVE,
             supported_release_ids=(release.release_id,),
             readable_schema_versions=("2",),
+            verifiers=(release.verifier_bundle,),
+            tools=(release.tool_contract,),
             environment=environment,
         ),
         state=PortableRunState(task="langgraph thread"),

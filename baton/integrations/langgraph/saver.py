@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from baton.models import ExecutionCheckpoint, PortableRunState
 from baton.ownership import LeaseHolder
 from baton.secret_scan import ensure_no_secrets
 from baton.store.base import SqlStore
+from baton.store.core import Tx
 from baton.store.factory import open_store
 from baton.store.records import Lease
 from baton.store.sql_blobs import SqlBlobStore
@@ -372,7 +373,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
             run_id = self._ensure_run(thread_id)
             lg_run_id = full_metadata.get("run_id")
 
-            def rows(sealed: ExecutionCheckpoint, state_ref: str, tx: Any) -> None:
+            def rows(sealed: ExecutionCheckpoint, state_ref: str, tx: Tx) -> None:
                 tables.insert_checkpoint(tx, tables.CheckpointRow(
                     thread_id, ns, str(checkpoint["id"]), None if parent_id is None else str(parent_id),
                     None if lg_run_id is None else str(lg_run_id), sealed.seq, state_ref, metadata_blob,
@@ -387,7 +388,7 @@ class BatonSaver(BaseCheckpointSaver[int]):
         run_id: str,
         manifest: Mapping[str, Any],
         blobs: Mapping[str, bytes],
-        rows: Any,
+        rows: Callable[[ExecutionCheckpoint, str, Tx], None],
         thread_id: str,
         ns: str,
         checkpoint_id: str,
@@ -528,8 +529,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
                                           w.task_path, w.value_ref)
                           for w in by_checkpoint.get((row.checkpoint_ns, row.checkpoint_id), [])]
 
-                def insert(sealed: ExecutionCheckpoint, state_ref: str, tx: Any, row: Any = row,
-                           copied: Any = copied) -> None:
+                def insert(sealed: ExecutionCheckpoint, state_ref: str, tx: Tx, row: tables.CheckpointRow = row,
+                           copied: list[tables.WriteRow] = copied) -> None:
                     tables.insert_checkpoint(tx, tables.CheckpointRow(
                         target, row.checkpoint_ns, row.checkpoint_id, row.parent_checkpoint_id, row.lg_run_id,
                         sealed.seq, state_ref, row.metadata,

@@ -32,9 +32,13 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, ValidationError
 
+from baton.approval_signing import verify_approval
+from baton.authority_keys import TrustedKeys
 from baton.checkpoints import restore
 from baton.errors import (
+    ApprovalError,
     BlobNotFoundError,
+    BundleApprovalError,
     BundleConflictError,
     BundleDuplicateMemberError,
     BundleError,
@@ -51,7 +55,7 @@ from baton.errors import (
     RecordNotFoundError,
     SchemaVersionError,
 )
-from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, sha256_ref
+from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
 from baton.portability import constraint_violations
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
@@ -160,7 +164,7 @@ def _refs_in(value: Any) -> Iterable[str]:
 
 
 def _checkpoint_roots(checkpoint: ExecutionCheckpoint) -> set[str]:
-    body = checkpoint.model_dump(mode="json")
+    body = plain_value(checkpoint)
     return {ref for key, value in body.items() if key not in _NOT_BLOB_FIELDS for ref in _refs_in(value)}
 
 
@@ -252,7 +256,7 @@ def export_run(
     contents = {ref: blobs.get(ref) for ref in refs}
     manifest = BundleManifest(
         run_id=run_id,
-        checkpoints=tuple(c.model_dump(mode="json") for c in checkpoints),
+        checkpoints=tuple(plain_value(c) for c in checkpoints),
         blobs=tuple(BlobEntry(ref=ref, size=len(contents[ref])) for ref in refs),
     )
     manifest_bytes = manifest.canonical()
@@ -411,6 +415,22 @@ def _verify_restorable(
     return sources
 
 
+def _check_approvals(checkpoints: Sequence[ExecutionCheckpoint], view: _MemoryBlobs, approvers: TrustedKeys) -> None:
+    """Every approval in the bundle is signed by a trusted approver and bound to one of the run's artifacts.
+
+    Expiry is not judged here: a finished run's old approvals have lapsed, and
+    resuming or issuing judges them at their own time.
+    """
+    for checkpoint in checkpoints:
+        parts = restore(view, checkpoint).parts
+        artifacts = {candidate.artifact_hash for candidate in parts.candidates}
+        for approval in parts.authority.approvals:
+            try:
+                verify_approval(approval, approvers, artifacts=artifacts)
+            except ApprovalError as exc:
+                raise BundleApprovalError(f"checkpoint {checkpoint.checkpoint_id}: {exc}", reason=exc.reason) from None
+
+
 def _check_placement(
     checkpoints: Sequence[ExecutionCheckpoint], sources: Mapping[str, Placement], placement: Placement | None
 ) -> None:
@@ -434,8 +454,17 @@ class VerifiedBundle:
     blobs: Mapping[str, bytes]
 
 
-def verify_bundle(path: Path | str, *, placement: Placement | None, limits: BundleLimits = BundleLimits()) -> VerifiedBundle:
-    """Run every check of an import without touching any store; raise a BundleError subclass on failure."""
+def verify_bundle(
+    path: Path | str,
+    *,
+    placement: Placement | None,
+    limits: BundleLimits = BundleLimits(),
+    approvers: TrustedKeys | None = None,
+) -> VerifiedBundle:
+    """Run every check of an import without touching any store; raise a BundleError subclass on failure.
+
+    With `approvers`, every approval the bundle carries must verify under them (`BundleApprovalError`).
+    """
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         raise BundleMemberTypeError(f"bundle {path} is not a regular file")
@@ -451,6 +480,8 @@ def verify_bundle(path: Path | str, *, placement: Placement | None, limits: Bund
     view = _MemoryBlobs(blobs)
     sources = _verify_restorable(checkpoints, view)
     _check_placement(checkpoints, sources, placement)
+    if approvers is not None:
+        _check_approvals(checkpoints, view, approvers)
     return VerifiedBundle(
         manifest=manifest, manifest_ref=sha256_ref(members[MANIFEST_NAME]), checkpoints=checkpoints, blobs=blobs
     )
@@ -493,6 +524,7 @@ def import_bundle(
     *,
     placement: Placement | None,
     limits: BundleLimits = BundleLimits(),
+    approvers: TrustedKeys | None = None,
 ) -> ImportReport:
     """Verify a bundle completely, then import it; on any failure nothing is written.
 
@@ -500,7 +532,7 @@ def import_bundle(
     unconstrained checkpoints accept. Idempotent: checkpoints already stored
     with the same hash are skipped.
     """
-    bundle = verify_bundle(path, placement=placement, limits=limits)
+    bundle = verify_bundle(path, placement=placement, limits=limits, approvers=approvers)
     create, new, present = _plan_store_writes(store, bundle)
     written = 0
     for ref, data in sorted(bundle.blobs.items()):

@@ -59,7 +59,7 @@ def placement(
     provider: str = "local",
     ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
     releases: Sequence[BehavioralRelease] | None = None,
-    schemas: Sequence[str] = ("2",),
+    schemas: Sequence[str] = ("3",),
     verifiers: Sequence[str] = (VERIFIER_BUNDLE,),
     tools: Sequence[str] = (TOOL_CONTRACT,),
     data_scopes: Sequence[str] = (),
@@ -234,7 +234,7 @@ def seed_run(store: SqlStore, blobs: BlobStore, steps: int = 3, *, run_id: str =
 def as_v1(checkpoint: ExecutionCheckpoint, parent: ExecutionCheckpointV1 | None = None) -> ExecutionCheckpointV1:
     """The v1 form a legacy writer would have sealed for the same state (run kind lives in task state)."""
     body = checkpoint.model_dump()
-    for dropped in ("schema_version", "run_kind", "constraints", "resumability_reasons", "migrated_from_hash", "checkpoint_hash"):
+    for dropped in ("schema_version", "run_kind", "constraints", "resumability_reasons", "migrated_from_hash", "migration_ref", "checkpoint_hash"):
         body.pop(dropped)
     body["budget_ref"] = body.pop("budget_ledger_ref")
     body["parent_checkpoint_hash"] = None if parent is None else parent.checkpoint_hash

@@ -51,7 +51,7 @@ BUILDS = [
 ]
 PLACEMENT = Placement(
     name="local-eu", region="eu-west", provider="local", authority_ceiling=AuthorityLevel.EXTERNAL_MUTATE,
-    supported_release_ids=(V7.release_id, V8.release_id), readable_schema_versions=("2",),
+    supported_release_ids=(V7.release_id, V8.release_id), readable_schema_versions=("3",),
     verifiers=(V7.verifier_bundle,), tools=(V7.tool_contract,),
     environment=EnvironmentIdentity(placement="local-eu", region="eu-west", provider="local", runtime_image="w:1"),
 )

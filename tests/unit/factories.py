@@ -36,7 +36,7 @@ def placement(name: str = "eu-1") -> Placement:
         provider="local",
         authority_ceiling=AuthorityLevel.EXTERNAL_MUTATE,
         supported_release_ids=(release().release_id,),
-        readable_schema_versions=("2",),
+        readable_schema_versions=("3",),
         environment=EnvironmentIdentity(placement=name, region="eu-west", provider="local", runtime_image="img:1"),
     )
 

@@ -161,9 +161,12 @@ class ProcessSet:
             ],
         }
 
-    def write_state(self, path: Path) -> None:
-        """Write `state()` as JSON (atomically), so a test or an operator can find every process."""
+    def write_state(self, path: Path, *, ready: bool = False) -> None:
+        """Write `state()` as JSON (atomically), so a test or an operator can find every process.
+
+        `ready` is true once every service answered and where to look was printed.
+        """
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.state(), indent=2, sort_keys=True))
+        tmp.write_text(json.dumps({**self.state(), "ready": ready}, indent=2, sort_keys=True))
         tmp.replace(path)

@@ -222,6 +222,7 @@ def run_platform(config: PlatformConfig, say: Callable[[str], None] = print) -> 
         ready = procs.wait_ready(config.ready_timeout_s)
         for line in where_to_look(config, ready):
             say(line)
+        procs.write_state(config.state_file, ready=True)
         fleet_done = False
         while True:
             for managed in procs.exited():

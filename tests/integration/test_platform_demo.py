@@ -85,6 +85,9 @@ def test_the_platform_answers_and_ctrl_c_stops_every_process_it_started(tmp_path
         # The fleet's grandchildren (worker processes) exist, so the check below covers descendants too.
         wait_for(lambda: any("baton.runtime.worker" in cmd for _, cmd in marked_processes(token)), timeout_s=120,
                  what="fleet worker processes", poll_s=0.5)
+        # The platform's own readiness (it printed where to look) may lag the checks above.
+        wait_for(lambda: json.loads(state_file.read_text()).get("ready"), timeout_s=240,
+                 what="the platform to say it is up", poll_s=0.5)
         assert platform.poll() is None, "the platform exited on its own"
         started = marked_processes(token)
         assert len(started) >= 6  # webserver, daemon, their code servers, dashboard, fleet, workers, targets

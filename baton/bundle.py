@@ -10,7 +10,8 @@ Import trusts nothing in the file. It reads the whole archive into memory
 under size limits, and refuses path-like or unknown member names, links,
 devices, duplicates, truncation, hash mismatches, unlisted or unreachable
 blobs, broken checkpoint chains, unreadable schema versions, constraints that
-forbid the receiving placement, and collisions with different checkpoints
+forbid the receiving placement (checked by `baton.bundle_admission`, which
+holds the portability rules), and collisions with different checkpoints
 already stored. Only when every check passed does it write: blobs first (they
 are content addressed, so a crash leaves nothing meaningful behind), then the
 run and its checkpoints. Importing the same bundle twice writes nothing new.
@@ -41,7 +42,6 @@ from baton.errors import (
     BundleManifestError,
     BundleMemberNameError,
     BundleMemberTypeError,
-    BundlePlacementError,
     BundleTamperedError,
     BundleTooLargeError,
     BundleTruncatedError,
@@ -53,7 +53,6 @@ from baton.errors import (
 )
 from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
-from baton.portability import constraint_violations
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
@@ -411,31 +410,24 @@ def _verify_restorable(
     return sources
 
 
-def _check_placement(
-    checkpoints: Sequence[ExecutionCheckpoint], sources: Mapping[str, Placement], placement: Placement | None
-) -> None:
-    refusals: list[str] = []
-    for checkpoint in checkpoints:
-        found = constraint_violations(checkpoint.constraints, placement, source=sources[checkpoint.checkpoint_id])
-        if found:
-            refusals.append(f"{checkpoint.checkpoint_id}: {', '.join(found)}")
-    if refusals:
-        where = "an unspecified placement" if placement is None else f"placement {placement.name!r}"
-        raise BundlePlacementError(f"bundle constraints forbid {where}: " + "; ".join(refusals))
-
-
 @dataclass(frozen=True)
 class VerifiedBundle:
-    """A bundle that passed every check, ready to be written."""
+    """A bundle whose file, blobs and checkpoints passed every integrity check.
+
+    Whether its constraints admit a placement is not decided here
+    (`baton.bundle_admission` applies the portability rules before writing).
+    """
 
     manifest: BundleManifest
     manifest_ref: str
     checkpoints: tuple[ExecutionCheckpoint, ...]
     blobs: Mapping[str, bytes]
+    sources: Mapping[str, Placement]
+    """Checkpoint id -> the placement its state was sealed on."""
 
 
-def verify_bundle(path: Path | str, *, placement: Placement | None, limits: BundleLimits = BundleLimits()) -> VerifiedBundle:
-    """Run every check of an import without touching any store; raise a BundleError subclass on failure."""
+def read_bundle(path: Path | str, *, limits: BundleLimits = BundleLimits()) -> VerifiedBundle:
+    """Run every integrity check of an import without touching any store; raise a BundleError subclass on failure."""
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         raise BundleMemberTypeError(f"bundle {path} is not a regular file")
@@ -450,9 +442,9 @@ def verify_bundle(path: Path | str, *, placement: Placement | None, limits: Bund
     checkpoints = _read_checkpoints(manifest)
     view = _MemoryBlobs(blobs)
     sources = _verify_restorable(checkpoints, view)
-    _check_placement(checkpoints, sources, placement)
     return VerifiedBundle(
-        manifest=manifest, manifest_ref=sha256_ref(members[MANIFEST_NAME]), checkpoints=checkpoints, blobs=blobs
+        manifest=manifest, manifest_ref=sha256_ref(members[MANIFEST_NAME]), checkpoints=checkpoints, blobs=blobs,
+        sources=sources,
     )
 
 
@@ -486,21 +478,12 @@ def _plan_store_writes(store: SqlStore, bundle: VerifiedBundle) -> tuple[bool, l
     return run is None, new, present
 
 
-def import_bundle(
-    store: SqlStore,
-    blobs: BlobStore,
-    path: Path | str,
-    *,
-    placement: Placement | None,
-    limits: BundleLimits = BundleLimits(),
-) -> ImportReport:
-    """Verify a bundle completely, then import it; on any failure nothing is written.
+def write_bundle(store: SqlStore, blobs: BlobStore, bundle: VerifiedBundle, *, placement_name: str | None) -> ImportReport:
+    """Write a verified bundle: blobs first, then the run (on `placement_name`) and its new checkpoints.
 
-    `placement` is where the run will live; None means unknown, which only
-    unconstrained checkpoints accept. Idempotent: checkpoints already stored
-    with the same hash are skipped.
+    Refuses a collision with different stored checkpoints before anything is
+    written. Idempotent: checkpoints already stored with the same hash are skipped.
     """
-    bundle = verify_bundle(path, placement=placement, limits=limits)
     create, new, present = _plan_store_writes(store, bundle)
     written = 0
     for ref, data in sorted(bundle.blobs.items()):
@@ -513,7 +496,7 @@ def import_bundle(
             run_id,
             bundle.checkpoints[0].run_kind,
             bundle.checkpoints[-1].release_id,
-            None if placement is None else placement.name,
+            placement_name,
             detail={"imported_bundle_manifest": bundle.manifest_ref},
         )
     for checkpoint in new:

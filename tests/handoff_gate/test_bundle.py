@@ -16,10 +16,9 @@ from baton.bundle import (
     BundleLimits,
     BundleSchemaVersionError,
     export_run,
-    import_bundle,
     reachable_refs,
-    verify_bundle,
 )
+from baton.bundle_admission import import_bundle, verify_bundle
 from baton.checkpoints import restore
 from baton.errors import (
     BundleConflictError,

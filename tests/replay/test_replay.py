@@ -18,24 +18,7 @@ from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.store.factory import open_blobs, open_store
 
-from .builders import V7, V8, record_run
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path):
-    url = ("sqlite:///" + str(tmp_path / "baton.db")) if request.param == "sqlite" else request.getfixturevalue(
-        "postgres_url")
-    opened = open_store(url)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def blobs(tmp_path: Path) -> BlobStore:
-    return BlobStore(tmp_path / "blobs")
-
+from builders.replay import V7, V8, record_run
 
 @pytest.mark.parametrize("kind", ["report", "deployment-spec"])
 def test_an_untouched_run_replays_without_divergence(store: SqlStore, blobs: BlobStore, kind: str) -> None:

@@ -48,7 +48,7 @@ from pydantic import Field
 from baton.checkpoints import RestoredRun, restore
 from baton.errors import BatonError, BlobNotFoundError, IntegrityError, RecordNotFoundError
 from baton.identity import canonical_json, sha256_ref
-from baton.models import Boundary, Candidate, ExecutionCheckpoint, Observation, OperationState, Record
+from baton.models import Boundary, Candidate, ExecutionCheckpoint, Observation, OperationState, Record, VerdictResult
 from baton.models.release import BehavioralRelease
 from baton.replay_derivers import CANDIDATE_INPUTS_KEY, DROPPED_KEY, TASK_KEY, Derivers, Inputs
 from baton.store.base import SqlStore
@@ -270,8 +270,9 @@ class _Replayer:
         if artifact is None or inputs is None:
             return
         verdict = deriver.verify(artifact, inputs, valid_refs_at(cur, at))
-        self.passed[replayed_hash] = verdict.passed
-        if verdict.passed != recorded_pass:
+        passed = verdict.result is VerdictResult.PASS
+        self.passed[replayed_hash] = passed
+        if passed != recorded_pass:
             self._diverge(ckpt, "evidence_result", "PASS" if recorded_pass else "FAIL", verdict.result.value,
                           f"{verdict.verifier_version}: {verdict.detail}")
 

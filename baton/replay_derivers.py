@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from baton.models import BehavioralRelease, Observation, VerdictResult
+from baton.models import BehavioralRelease, Observation
+from baton.models.evidence import VerdictLike
 
 TASK_KEY = "task"
 CANDIDATE_INPUTS_KEY = "baton.candidate_inputs"
@@ -25,22 +26,6 @@ DROPPED_KEY = "baton.dropped_observations"
 """Keys of the SDK's run memory that a replay reads (the values of `baton.runtime.memory_keys`)."""
 
 Inputs = Sequence[tuple[Observation, bytes]]
-
-
-class ReplayVerdict(Protocol):
-    """What a replay needs from a verifier's answer."""
-
-    @property
-    def result(self) -> VerdictResult: ...
-
-    @property
-    def detail(self) -> str: ...
-
-    @property
-    def verifier_version(self) -> str: ...
-
-    @property
-    def passed(self) -> bool: ...
 
 
 class Deriver(Protocol):
@@ -55,7 +40,7 @@ class Deriver(Protocol):
         """The artifact `release` produces from `inputs` (KeyError when no model implements the release)."""
         ...
 
-    def verify(self, artifact: bytes, inputs: Inputs, valid_refs: Collection[str]) -> ReplayVerdict:
+    def verify(self, artifact: bytes, inputs: Inputs, valid_refs: Collection[str]) -> VerdictLike:
         """The verifier's verdict on `artifact`, given the run's inputs and the observation refs valid then."""
         ...
 

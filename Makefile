@@ -13,7 +13,7 @@ PYTEST_ARGS ?= -q -n 2
 .PHONY: help install test layers demo faults bench dagster-dev clean distclean
 
 help:
-	@echo "make install      create $(VENV) and install baton with the dev and bench extras"
+	@echo "make install      create $(VENV) and install baton with the dev, bench and langgraph extras"
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
 	@echo "make layers       lint-imports: the layering contracts in pyproject.toml (also checked by make test)"
 	@echo "make demo         baton demo"
@@ -28,7 +28,7 @@ $(BIN)/python:
 
 # Reinstalls only when pyproject.toml changes.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[dev,bench]'
+	$(BIN)/pip install -e '.[dev,bench,langgraph]'
 	touch $@
 
 install: $(STAMP)

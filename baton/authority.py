@@ -2,13 +2,17 @@
 
 A checkpoint never carries credentials. A worker that owns the current epoch
 asks this service for a capability for one operation on one exact artifact;
-the service consults policy (the run's authority context, its approvals and
-the placement's ceiling) and returns an HS256 JWT (PyJWT) that expires no later
-than the worker's lease. The gateway verifies it before any side effect.
+the service consults policy (the caller's lease and epoch as the store holds
+them, the run's authority context and approvals, the placement's ceiling) and
+returns an EdDSA (Ed25519) JWT through PyJWT, with the signing key's id in its
+header, that expires no later than the lease. Anyone holding the public keys
+(`baton.authority_keys.TrustedKeys`) verifies it with `CapabilityVerifier`:
+the gateway before any side effect, and each target again on its own side.
 
-The signing key comes from configuration: `BATON_AUTHORITY_KEY` or, failing
-that, a key file `authority.key` under `BATON_HOME` created with mode 0600.
-It lives only in this process's memory and is never part of any record.
+In tests and simulation the service runs in-process; live, it is its own
+process (`baton.authority_http`), the only one that reads the private key.
+`from_config` derives a key from `BATON_AUTHORITY_KEY` or `BATON_HOME/authority.key`
+(mode 0600) for code that still runs the service in-process.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from typing import Any, Protocol
 import jwt
 from pydantic import Field
 
-from baton.errors import AuthorityDeniedError, CapabilityError, SigningKeyError
+from baton.authority_keys import ALGORITHM, KeyRing, TrustedKeys
+from baton.approval_signing import verify_approval
+from baton.errors import ApprovalError, AuthorityDeniedError, CapabilityError, SigningKeyError
 from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.base import Record, Ref
 from baton.models.events import Event, EventType
@@ -38,7 +44,6 @@ KEY_ENV = "BATON_AUTHORITY_KEY"
 HOME_ENV = "BATON_HOME"
 KEY_FILE_NAME = "authority.key"
 MIN_KEY_BYTES = 32
-ALGORITHM = "HS256"
 ISSUER = "baton-authority"
 AUDIENCE = "baton-gateway"
 _REQUIRED_CLAIMS = ["iss", "aud", "iat", "exp", "jti", "run", "epoch", "operation", "level"]
@@ -109,10 +114,12 @@ class CapabilityClaims(Record):
     epoch: int = Field(ge=0)
     operation: str = Field(min_length=1)
     artifact_hash: Ref | None
+    idempotency_key: str | None = None
     level: AuthorityLevel
     placement: str
     issued_at: dt.datetime
     expires_at: dt.datetime
+    kid: str = ""
 
 
 class Capability(Record):
@@ -136,33 +143,220 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+class CapabilityVerifier:
+    """Checks capabilities with public keys only: what the gateway and every target hold."""
+
+    def __init__(self, trusted: TrustedKeys) -> None:
+        self.trusted = trusted
+        self._decoded: dict[str, CapabilityClaims] = {}
+        self._decoded_lock = threading.Lock()
+
+    def decode(self, token: str) -> CapabilityClaims:
+        """The claims a token carries, once its key id is trusted and its signature, issuer and audience verify.
+
+        Says nothing about time or scope: `check` judges those for each request.
+        A token that verified once verifies again (same bytes, same key), so its
+        claims are remembered for the next request that presents it.
+        """
+        cached = self._decoded.get(token)
+        if cached is not None:
+            return cached
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
+        if header.get("alg") != ALGORITHM:
+            raise CapabilityError(f"capability uses a refused algorithm {header.get('alg')!r}", reason="forged")
+        key = self.trusted.key_for(header.get("kid"), now=None)
+        try:
+            payload = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=AUDIENCE,
+                issuer=ISSUER,
+                # Expiry is judged in `check` against the caller's (database) clock, to the microsecond.
+                options={"verify_exp": False, "verify_iat": False, "require": _REQUIRED_CLAIMS},
+            )
+        except jwt.InvalidSignatureError as exc:
+            raise CapabilityError("capability signature does not verify: forged or altered", reason="forged") from exc
+        except jwt.InvalidAlgorithmError as exc:
+            raise CapabilityError(f"capability uses a refused algorithm: {exc}", reason="forged") from exc
+        except (jwt.InvalidAudienceError, jwt.InvalidIssuerError) as exc:
+            raise CapabilityError(f"capability was not issued by Baton's authority for the gateway: {exc}", reason="forged") from exc
+        except jwt.PyJWTError as exc:
+            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
+        try:
+            claims = CapabilityClaims(
+                capability_id=str(payload["jti"]),
+                run_id=str(payload["run"]),
+                epoch=int(payload["epoch"]),
+                operation=str(payload["operation"]),
+                artifact_hash=payload.get("artifact"),
+                idempotency_key=payload.get("key"),
+                level=AuthorityLevel(payload["level"]),
+                placement=str(payload.get("placement", "")),
+                issued_at=_utc(float(payload["iat"])),
+                expires_at=_utc(float(payload["exp"])),
+                kid=str(header["kid"]),
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CapabilityError(f"capability claims are malformed: {exc}", reason="malformed") from exc
+        with self._decoded_lock:
+            while len(self._decoded) >= _DECODED_CACHE_SIZE:
+                self._decoded.pop(next(iter(self._decoded)))
+            self._decoded[token] = claims
+        return claims
+
+    def verify(
+        self,
+        token: str,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+        now: dt.datetime | None = None,
+        idempotency_key: str | None = None,
+        require_key: bool = False,
+    ) -> CapabilityClaims:
+        """The claims of a capability that fits this exact request, or CapabilityError with a reason."""
+        return self.check(
+            self.decode(token), run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
+            required_level=required_level, ceiling=ceiling, now=now, idempotency_key=idempotency_key,
+            require_key=require_key,
+        )
+
+    def check(
+        self,
+        claims: CapabilityClaims,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+        now: dt.datetime | None = None,
+        idempotency_key: str | None = None,
+        require_key: bool = False,
+    ) -> CapabilityClaims:
+        """`claims` (from `decode`) if unexpired at `now`, signed by a key still trusted then, and fit for this request."""
+        now = now or _utcnow()
+        if now >= claims.expires_at:
+            raise CapabilityError(f"capability {claims.capability_id} expired at {claims.expires_at.isoformat()}", reason="expired")
+        self.trusted.key_for(claims.kid, now=now)
+        return self.check_scope(
+            claims, run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
+            required_level=required_level, ceiling=ceiling, idempotency_key=idempotency_key, require_key=require_key,
+        )
+
+    def check_scope(
+        self,
+        claims: CapabilityClaims,
+        *,
+        run_id: str,
+        epoch: int,
+        operation: str,
+        artifact_hash: str | None,
+        required_level: AuthorityLevel,
+        ceiling: AuthorityLevel | None = None,
+        idempotency_key: str | None = None,
+        require_key: bool = False,
+    ) -> CapabilityClaims:
+        """Everything `check` judges but time: run, epoch, operation, artifact, key, level and ceiling.
+
+        A capability bound to an idempotency key fits only that key; with
+        `require_key` (what targets ask) an unbound capability fits none.
+        """
+        mismatches = (
+            ("wrong_run", claims.run_id, run_id, "run"),
+            ("wrong_epoch", claims.epoch, epoch, "epoch"),
+            ("wrong_operation", claims.operation, operation, "operation"),
+            ("wrong_artifact", claims.artifact_hash, artifact_hash, "artifact hash"),
+        )
+        for reason, held, wanted, what in mismatches:
+            if held != wanted:
+                raise CapabilityError(
+                    f"capability {claims.capability_id} is scoped to {what} {held!r}, not {wanted!r}", reason=reason
+                )
+        if (claims.idempotency_key is not None or require_key) and claims.idempotency_key != idempotency_key:
+            raise CapabilityError(
+                f"capability {claims.capability_id} is scoped to idempotency key {claims.idempotency_key!r}, "
+                f"not {idempotency_key!r}",
+                reason="wrong_key",
+            )
+        if not claims.level.allows(required_level):
+            raise CapabilityError(
+                f"capability {claims.capability_id} grants {claims.level.value}; this operation needs "
+                f"{required_level.value}",
+                reason="insufficient_level",
+            )
+        if ceiling is not None and not ceiling.allows(claims.level):
+            raise CapabilityError(
+                f"capability {claims.capability_id} claims {claims.level.value}, above the ceiling "
+                f"{ceiling.value} that applies here",
+                reason="above_ceiling",
+            )
+        return claims
+
+
+class LeaseReader(Protocol):
+    """What the authority reads from the store: the run's lease and the database clock."""
+
+    def get_lease(self, run_id: str) -> Lease: ...
+
+    def db_now(self) -> dt.datetime: ...
+
+
 class AuthorityService:
-    """Issues and verifies capabilities. Times passed in should come from the database clock."""
+    """Issues capabilities (the only holder of the signing key) and verifies them. Times should be the database's."""
 
     def __init__(
         self,
-        signing_key: bytes,
+        signing_key: bytes | KeyRing,
         *,
         max_ttl_s: float = 300.0,
         approval_required_from: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
+        approvers: TrustedKeys | None = None,
     ) -> None:
-        if len(signing_key) < MIN_KEY_BYTES:
-            raise SigningKeyError(f"a signing key needs at least {MIN_KEY_BYTES} bytes")
-        self._key = signing_key
-        self._decoded: dict[str, CapabilityClaims] = {}
-        self._decoded_lock = threading.Lock()
+        self.approvers = approvers
+        """The approvers' public keys; when set, only approvals they signed count (`baton.approval_signing`)."""
+        if isinstance(signing_key, KeyRing):
+            self._ring = signing_key
+        else:
+            if len(signing_key) < MIN_KEY_BYTES:
+                raise SigningKeyError(f"a signing key needs at least {MIN_KEY_BYTES} bytes")
+            self._ring = KeyRing.from_seed(signing_key)
+        self.verifier = CapabilityVerifier(self._ring.trusted())
         self.max_ttl_s = max_ttl_s
         self.approval_required_from = approval_required_from
 
     def __repr__(self) -> str:
-        return f"AuthorityService(max_ttl_s={self.max_ttl_s}, key=<hidden>)"
+        return f"AuthorityService(max_ttl_s={self.max_ttl_s}, kid={self._ring.active_kid!r}, key=<hidden>)"
 
     @classmethod
     def from_config(
         cls, home: Path | None = None, environ: Mapping[str, str] | None = None, **options: Any
     ) -> AuthorityService:
-        """A service whose key comes from `load_signing_key`."""
+        """A service whose key is derived from `load_signing_key`."""
         return cls(load_signing_key(home, environ), **options)
+
+    @property
+    def active_kid(self) -> str:
+        return self._ring.active_kid
+
+    def trusted_keys(self) -> TrustedKeys:
+        """The public keys to hand to verifiers (gateway, targets)."""
+        return self._ring.trusted()
+
+    def rotate(self, now: dt.datetime, overlap_s: float) -> str:
+        """Sign with a new key from now on; trust the old one `overlap_s` longer. Returns the new kid."""
+        self._ring = self._ring.rotate(now, overlap_s)
+        self.verifier = CapabilityVerifier(self._ring.trusted())
+        return self._ring.active_kid
 
     def _approval_for(
         self, context: AuthorityContext, operation: str, artifact_hash: str | None, level: AuthorityLevel, now: dt.datetime
@@ -170,9 +364,41 @@ class AuthorityService:
         if artifact_hash is None:
             return None
         for approval in context.approvals:
-            if approval.valid_for(operation, artifact_hash, now) and approval.level.allows(level):
-                return approval
+            if not (approval.valid_for(operation, artifact_hash, now) and approval.level.allows(level)):
+                continue
+            if self.approvers is not None:
+                try:
+                    verify_approval(approval, self.approvers, now=now, operation=operation, artifacts=(artifact_hash,))
+                except ApprovalError:
+                    continue
+            return approval
         return None
+
+    def issue_checked(
+        self,
+        store: LeaseReader,
+        *,
+        run_id: str,
+        epoch: int,
+        owner: str,
+        operation: str,
+        artifact_hash: str | None,
+        level: AuthorityLevel,
+        placement: Placement,
+        context: AuthorityContext,
+        idempotency_key: str | None = None,
+        ttl_s: float | None = None,
+    ) -> Capability:
+        """`issue`, judged on the lease the store holds for the run and the store's clock (not the caller's word)."""
+        lease = store.get_lease(run_id)
+        if lease.owner != owner:
+            raise AuthorityDeniedError(
+                f"run {run_id!r}: {owner!r} does not hold the lease (the store names {lease.owner!r} at epoch {lease.epoch})"
+            )
+        return self.issue(
+            run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash, level=level, lease=lease,
+            placement=placement, context=context, now=store.db_now(), ttl_s=ttl_s, idempotency_key=idempotency_key,
+        )
 
     def issue(
         self,
@@ -187,6 +413,7 @@ class AuthorityService:
         context: AuthorityContext,
         now: dt.datetime | None = None,
         ttl_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> Capability:
         """A capability for one operation, or AuthorityDeniedError saying which rule refused it."""
         now = now or _utcnow()
@@ -217,16 +444,19 @@ class AuthorityService:
             expiry = min(expiry, approval.expires_at)
         if expiry <= now:
             raise AuthorityDeniedError(f"run {run_id!r}: nothing left of the lease or approval to issue against")
+        kid = self._ring.active_kid
         claims = CapabilityClaims(
             capability_id=uuid.uuid4().hex,
             run_id=run_id,
             epoch=epoch,
             operation=operation,
             artifact_hash=artifact_hash,
+            idempotency_key=idempotency_key,
             level=level,
             placement=placement.name,
             issued_at=now,
             expires_at=expiry,
+            kid=kid,
         )
         payload = {
             "iss": ISSUER,
@@ -238,136 +468,28 @@ class AuthorityService:
             "epoch": epoch,
             "operation": operation,
             "artifact": artifact_hash,
+            "key": idempotency_key,
             "level": level.value,
             "placement": placement.name,
         }
-        return Capability(token=jwt.encode(payload, self._key, algorithm=ALGORITHM), claims=claims)
-
-    def verify(
-        self,
-        token: str,
-        *,
-        run_id: str,
-        epoch: int,
-        operation: str,
-        artifact_hash: str | None,
-        required_level: AuthorityLevel,
-        ceiling: AuthorityLevel | None = None,
-        now: dt.datetime | None = None,
-    ) -> CapabilityClaims:
-        """The claims of a capability that fits this exact request, or CapabilityError with a reason."""
-        return self.check(
-            self.decode(token), run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
-            required_level=required_level, ceiling=ceiling, now=now,
-        )
+        token = jwt.encode(payload, self._ring.active, algorithm=ALGORITHM, headers={"kid": kid})
+        return Capability(token=token, claims=claims)
 
     def decode(self, token: str) -> CapabilityClaims:
-        """The claims a token carries, once its signature, issuer and audience verify; else CapabilityError.
+        """See `CapabilityVerifier.decode`."""
+        return self.verifier.decode(token)
 
-        Says nothing about time or scope: `check` judges those for each request. A
-        token that verified once verifies again (same bytes, same key), so its
-        claims are remembered for the next request that presents it.
-        """
-        cached = self._decoded.get(token)
-        if cached is not None:
-            return cached
-        try:
-            payload = jwt.decode(
-                token,
-                self._key,
-                algorithms=[ALGORITHM],
-                audience=AUDIENCE,
-                issuer=ISSUER,
-                # Expiry is judged in `check` against the caller's (database) clock, to the microsecond.
-                options={"verify_exp": False, "verify_iat": False, "require": _REQUIRED_CLAIMS},
-            )
-        except jwt.InvalidSignatureError as exc:
-            raise CapabilityError("capability signature does not verify: forged or altered", reason="forged") from exc
-        except jwt.InvalidAlgorithmError as exc:
-            raise CapabilityError(f"capability uses a refused algorithm: {exc}", reason="forged") from exc
-        except (jwt.InvalidAudienceError, jwt.InvalidIssuerError) as exc:
-            raise CapabilityError(f"capability was not issued by Baton's authority for the gateway: {exc}", reason="forged") from exc
-        except jwt.PyJWTError as exc:
-            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
-        try:
-            level = AuthorityLevel(payload["level"])
-            expires_at = _utc(float(payload["exp"]))
-            claims = CapabilityClaims(
-                capability_id=str(payload["jti"]),
-                run_id=str(payload["run"]),
-                epoch=int(payload["epoch"]),
-                operation=str(payload["operation"]),
-                artifact_hash=payload.get("artifact"),
-                level=level,
-                placement=str(payload.get("placement", "")),
-                issued_at=_utc(float(payload["iat"])),
-                expires_at=expires_at,
-            )
-        except (ValueError, TypeError, KeyError) as exc:
-            raise CapabilityError(f"capability claims are malformed: {exc}", reason="malformed") from exc
-        with self._decoded_lock:
-            while len(self._decoded) >= _DECODED_CACHE_SIZE:
-                self._decoded.pop(next(iter(self._decoded)))
-            self._decoded[token] = claims
-        return claims
+    def verify(self, token: str, **scope: Any) -> CapabilityClaims:
+        """See `CapabilityVerifier.verify`."""
+        return self.verifier.verify(token, **scope)
 
-    def check(
-        self,
-        claims: CapabilityClaims,
-        *,
-        run_id: str,
-        epoch: int,
-        operation: str,
-        artifact_hash: str | None,
-        required_level: AuthorityLevel,
-        ceiling: AuthorityLevel | None = None,
-        now: dt.datetime | None = None,
-    ) -> CapabilityClaims:
-        """`claims` (from `decode`) if unexpired at `now` and fit for this exact request; else CapabilityError."""
-        now = now or _utcnow()
-        if now >= claims.expires_at:
-            raise CapabilityError(f"capability {claims.capability_id} expired at {claims.expires_at.isoformat()}", reason="expired")
-        return self.check_scope(
-            claims, run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash,
-            required_level=required_level, ceiling=ceiling,
-        )
+    def check(self, claims: CapabilityClaims, **scope: Any) -> CapabilityClaims:
+        """See `CapabilityVerifier.check`."""
+        return self.verifier.check(claims, **scope)
 
-    def check_scope(
-        self,
-        claims: CapabilityClaims,
-        *,
-        run_id: str,
-        epoch: int,
-        operation: str,
-        artifact_hash: str | None,
-        required_level: AuthorityLevel,
-        ceiling: AuthorityLevel | None = None,
-    ) -> CapabilityClaims:
-        """Everything `check` judges but expiry: run, epoch, operation, artifact, level and ceiling."""
-        mismatches = (
-            ("wrong_run", claims.run_id, run_id, "run"),
-            ("wrong_epoch", claims.epoch, epoch, "epoch"),
-            ("wrong_operation", claims.operation, operation, "operation"),
-            ("wrong_artifact", claims.artifact_hash, artifact_hash, "artifact hash"),
-        )
-        for reason, held, wanted, what in mismatches:
-            if held != wanted:
-                raise CapabilityError(
-                    f"capability {claims.capability_id} is scoped to {what} {held!r}, not {wanted!r}", reason=reason
-                )
-        if not claims.level.allows(required_level):
-            raise CapabilityError(
-                f"capability {claims.capability_id} grants {claims.level.value}; this operation needs "
-                f"{required_level.value}",
-                reason="insufficient_level",
-            )
-        if ceiling is not None and not ceiling.allows(claims.level):
-            raise CapabilityError(
-                f"capability {claims.capability_id} claims {claims.level.value}, above the ceiling "
-                f"{ceiling.value} that applies here",
-                reason="above_ceiling",
-            )
-        return claims
+    def check_scope(self, claims: CapabilityClaims, **scope: Any) -> CapabilityClaims:
+        """See `CapabilityVerifier.check_scope`."""
+        return self.verifier.check_scope(claims, **scope)
 
 
 # --- authority across a handoff ----------------------------------------------------------------

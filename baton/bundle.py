@@ -11,7 +11,7 @@ under size limits, and refuses path-like or unknown member names, links,
 devices, duplicates, truncation, hash mismatches, unlisted or unreachable
 blobs, broken checkpoint chains, unreadable schema versions, constraints that
 forbid the receiving placement (checked by `baton.bundle_admission`, which
-holds the portability rules), and collisions with different checkpoints
+holds the portability and signed-approval rules), and collisions with different checkpoints
 already stored. Only when every check passed does it write: blobs first (they
 are content addressed, so a crash leaves nothing meaningful behind), then the
 run and its checkpoints. Importing the same bundle twice writes nothing new.
@@ -51,7 +51,7 @@ from baton.errors import (
     RecordNotFoundError,
     SchemaVersionError,
 )
-from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, sha256_ref
+from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
 from baton.store.base import SqlStore
@@ -159,7 +159,7 @@ def _refs_in(value: Any) -> Iterable[str]:
 
 
 def _checkpoint_roots(checkpoint: ExecutionCheckpoint) -> set[str]:
-    body = checkpoint.model_dump(mode="json")
+    body = plain_value(checkpoint)
     return {ref for key, value in body.items() if key not in _NOT_BLOB_FIELDS for ref in _refs_in(value)}
 
 
@@ -251,7 +251,7 @@ def export_run(
     contents = {ref: blobs.get(ref) for ref in refs}
     manifest = BundleManifest(
         run_id=run_id,
-        checkpoints=tuple(c.model_dump(mode="json") for c in checkpoints),
+        checkpoints=tuple(plain_value(c) for c in checkpoints),
         blobs=tuple(BlobEntry(ref=ref, size=len(contents[ref])) for ref in refs),
     )
     manifest_bytes = manifest.canonical()
@@ -424,6 +424,10 @@ class VerifiedBundle:
     blobs: Mapping[str, bytes]
     sources: Mapping[str, Placement]
     """Checkpoint id -> the placement its state was sealed on."""
+
+    def blob_view(self) -> BlobStore:
+        """A read-only blob store over the bundle's own blobs (for checks before anything is written)."""
+        return _MemoryBlobs(self.blobs)
 
 
 def read_bundle(path: Path | str, *, limits: BundleLimits = BundleLimits()) -> VerifiedBundle:

@@ -40,6 +40,8 @@ from baton.models import (
     checkpoint_id_for,
 )
 from baton.identity import sha256_ref
+from baton.identity_legacy import legacy_ref_of
+from baton.models.checkpoint import LEGACY_HASH_VERSIONS
 from baton.secret_scan import ensure_no_secrets
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobReader, Blobs
@@ -335,6 +337,13 @@ class _Fetcher:
         return parsed  # type: ignore[return-value]
 
 
+def _environment_ref(checkpoint: ExecutionCheckpoint, placement: Placement) -> str:
+    """The environment id the placement has under the hashing `checkpoint` was sealed with."""
+    if checkpoint.schema_version in LEGACY_HASH_VERSIONS:
+        return legacy_ref_of(placement.environment.model_dump(mode="json"))
+    return placement.environment.environment_id
+
+
 def _reading(blobs: Blobs) -> AbstractContextManager[BlobReader | Blobs]:
     """The backend's reader for a walk of several fetches (one read transaction for SQL blobs)."""
     reading = getattr(blobs, "reading", None)
@@ -421,7 +430,7 @@ def restore(blobs: Blobs, checkpoint: ExecutionCheckpoint, *, verify_artifact: b
         fetch.run()
         release = fetch.record(checkpoint.release_id, BehavioralRelease, "behavioral release")
         placement = fetch.record(checkpoint.placement_ref, Placement, "placement")
-        if placement.environment.environment_id != checkpoint.environment_id:
+        if _environment_ref(checkpoint, placement) != checkpoint.environment_id:
             raise CheckpointIntegrityError(
                 f"checkpoint {checkpoint.checkpoint_id}: placement environment does not match environment_id"
             )

@@ -88,6 +88,14 @@ class CapabilityError(BatonError):
         self.reason = reason
 
 
+class ApprovalError(BatonError):
+    """An approval was refused; `reason` names why (unsigned, untrusted_approver, forged, retargeted, expired)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class IdempotencyConflictError(BatonError):
     """An idempotency key cannot be used for this request right now."""
 
@@ -186,6 +194,14 @@ class BundleDuplicateMemberError(BundleError):
 
 class BundleManifestError(BundleError):
     """A bundle's manifest is missing, unreadable or inconsistent with its checkpoints."""
+
+
+class BundleApprovalError(BundleError):
+    """A bundle carries an approval that does not verify; `reason` as for ApprovalError."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class BundlePlacementError(BundleError):

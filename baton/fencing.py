@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,10 +28,15 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS baton_fence (run_id TEXT PRIMARY KEY, epoc
 
 @dataclass(frozen=True, slots=True)
 class FencingToken:
-    """Proof of which epoch of which run a request speaks for."""
+    """Proof of which epoch of which run a request speaks for, and the capability it carries (if any).
+
+    The capability travels beside the token so a target can check it itself;
+    it is not part of the fencing wire form (`as_dict`).
+    """
 
     run_id: str
     epoch: int
+    capability: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.run_id:

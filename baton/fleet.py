@@ -37,9 +37,9 @@ from pathlib import Path
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffCoordinator, HandoffRequest
-from baton.models import Event, EventType, Placement
+from baton.models import AuthorityLevel, Event, EventType, Placement
 from baton.ownership import Coordinator
-from baton.placements import DEFAULT_PLACEMENTS
+from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for
 from baton.runtime.fleet_plan import fleet_policy, plan_runs, worker_placements
 from baton.runtime.fleet_summary import FleetSummary, summarize
@@ -47,6 +47,11 @@ from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, w
 from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.supervisor import Supervisor
 from baton.runtime.worker import WORKER_OWNER_PREFIX, connect_targets
+from baton.agents.deploy_agent import DEPLOY
+from baton.agents.research_agent import PUBLISH
+from baton.authority_http import AuthorityServiceProcess
+from baton.authority_keys import JWKS_FILE
+from baton.targets.capability_guard import TargetPolicy
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
@@ -139,22 +144,35 @@ class Fleet:
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
         c = self.config
+        trust = self.home / "authority" / JWKS_FILE  # published by the authority service, started first
         deploy = ServiceProcess.deploy(target_data_dir("deploy", self.home), ambiguous_rate=c.ambiguous_rate,
-                                       seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s)
+                                       seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s,
+                                       guard=TargetPolicy(DEPLOY).arguments(trust))
         cleanup.callback(deploy.stop)
         deploy.start()
         corpus = ServiceProcess.corpus(target_data_dir("corpus", self.home), seed=c.seed,
-                                       drift_every_s=c.drift_every_s)
+                                       drift_every_s=c.drift_every_s,
+                                       guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE,
+                                                          artifact_field="report_hash").arguments(trust))
         cleanup.callback(corpus.stop)
         corpus.start()
         return deploy, corpus
 
-    def _supervisor(self, names: list[str]) -> Supervisor:
+    def _authority(self, cleanup: contextlib.ExitStack) -> AuthorityServiceProcess:
+        """Start the authority service, the only process that reads the signing key (stopped by `cleanup`)."""
+        catalog = self.dir / "authority-placements.json"
+        dump_placements(self.config.placements, catalog)
+        url = self.config.database_url or f"sqlite:///{self.home / 'baton.db'}"
+        authority = AuthorityServiceProcess(self.home / "authority", url, catalog=catalog)
+        cleanup.callback(authority.stop)
+        return authority.start()
+
+    def _supervisor(self, names: list[str], authority_url: str) -> Supervisor:
         c = self.config
         supervisor = Supervisor(
             home=self.home, log_dir=self.dir, database_url=c.database_url, history_path=self.history_path,
             options={"lease-ttl-s": str(c.lease_ttl_s), "boundary-pause-s": str(c.boundary_pause_s),
-                     "target-timeout-s": str(c.target_timeout_s)},
+                     "target-timeout-s": str(c.target_timeout_s), "authority-url": authority_url},
         )
         for index, placement in enumerate(names):
             supervisor.add(f"w{index + 1}-{placement}", placement)
@@ -170,10 +188,10 @@ class Fleet:
         catalog = {p.name: p for p in c.placements}
         hosting = {name: catalog[name] for name in names}
         store = open_store(c.database_url, self.home)
-        supervisor = self._supervisor(names)
         launcher: _Launcher | None = None
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(store.close)
+            supervisor = self._supervisor(names, self._authority(cleanup).url)
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)

@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import Field, JsonValue
 
-from baton.authority import AuthorityService, CapabilityClaims
+from baton.authority import AuthorityService, CapabilityClaims, CapabilityVerifier
 from baton.errors import (
     CapabilityError,
     FencedTokenError,
@@ -127,7 +127,7 @@ class MutationGateway:
     def __init__(
         self,
         store: SqlStore,
-        authority: AuthorityService,
+        authority: AuthorityService | CapabilityVerifier,
         targets: Mapping[str, MutationTarget],
         *,
         history: HistorySink | None = None,
@@ -226,6 +226,7 @@ class MutationGateway:
                 artifact_hash=request.artifact_hash,
                 required_level=request.required_level,
                 ceiling=self.ceiling,
+                idempotency_key=request.idempotency_key,
             )
         except CapabilityError:
             return None
@@ -315,6 +316,7 @@ class MutationGateway:
             required_level=request.required_level,
             ceiling=self.ceiling,
             now=now,
+            idempotency_key=request.idempotency_key,
         )
 
     def _taken(
@@ -373,7 +375,7 @@ class MutationGateway:
         return entry
 
     def _send(self, request: MutationRequest, target: MutationTarget, entry: OperationEntry) -> MutationResult:
-        token = FencingToken(request.run_id, request.epoch)
+        token = FencingToken(request.run_id, request.epoch, request.capability)
         try:
             receipt = dict(target.apply(entry.operation_id, entry.idempotency_key, token, request.payload))
         except TargetRejectedError as exc:

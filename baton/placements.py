@@ -4,10 +4,10 @@ The defaults span three regions and two providers and differ on purpose:
 
 | name            | region     | provider | accelerator | ceiling         | releases | schemas |
 |-----------------|------------|----------|-------------|-----------------|----------|---------|
-| local-gpu-eu    | eu-west    | local    | gpu-a100    | EXTERNAL_MUTATE | v7, v8   | 1, 2    |
-| cloud-eu        | eu-central | cloudco  | gpu-h100    | EXTERNAL_MUTATE | v7, v8   | 2       |
-| cloud-us        | us-east    | cloudco  | none        | EXTERNAL_MUTATE | v8 only  | 2       |
-| browser-pool-eu | eu-central | local    | none        | SANDBOX_MUTATE  | v7, v8   | 1, 2    |
+| local-gpu-eu    | eu-west    | local    | gpu-a100    | EXTERNAL_MUTATE | v7, v8   | 1, 2, 3 |
+| cloud-eu        | eu-central | cloudco  | gpu-h100    | EXTERNAL_MUTATE | v7, v8   | 3       |
+| cloud-us        | us-east    | cloudco  | none        | EXTERNAL_MUTATE | v8 only  | 3       |
+| browser-pool-eu | eu-central | local    | none        | SANDBOX_MUTATE  | v7, v8   | 1, 2, 3 |
 
 `browser-pool-eu` cannot mutate external systems; `cloud-us` runs only v8.
 A provider outage (local: local-gpu-eu + browser-pool-eu) and a region outage
@@ -79,22 +79,22 @@ def _hosted_bundles(verifiers: Sequence[str]) -> tuple[str, ...]:
 DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
     _placement(
         "local-gpu-eu", region="eu-west", provider="local", accelerator="gpu-a100",
-        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2"),
+        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2", "3"),
         verifiers=_VERIFIERS, tools=("corpus-client", "deploy-client", "python"), image="baton-worker:1.4",
     ),
     _placement(
         "cloud-eu", region="eu-central", provider="cloudco", accelerator="gpu-h100",
-        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("2",),
+        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v7", "model-v8"), schemas=("3",),
         verifiers=_VERIFIERS, tools=("corpus-client", "deploy-client", "python"), image="baton-worker:1.5",
     ),
     _placement(
         "cloud-us", region="us-east", provider="cloudco", accelerator="none",
-        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v8",), schemas=("2",),
+        ceiling=AuthorityLevel.EXTERNAL_MUTATE, releases=("model-v8",), schemas=("3",),
         verifiers=_VERIFIERS, tools=("corpus-client", "deploy-client", "python"), image="baton-worker:1.5",
     ),
     _placement(
         "browser-pool-eu", region="eu-central", provider="local", accelerator="none",
-        ceiling=AuthorityLevel.SANDBOX_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2"),
+        ceiling=AuthorityLevel.SANDBOX_MUTATE, releases=("model-v7", "model-v8"), schemas=("1", "2", "3"),
         verifiers=_VERIFIERS, tools=("browser", "corpus-client", "python"), image="baton-browser:2.0",
     ),
 )

@@ -3,7 +3,11 @@
 Version 1 is the older layout: no run kind field (v1 writers kept it in the
 task state's memory under `run_kind`), no portability constraints, no
 resumability reasons, no migration lineage, and the budget ledger ref was
-called `budget_ref`. Version 2 is `baton.models.ExecutionCheckpoint`.
+called `budget_ref`. Version 2 is the layout of `baton.models.ExecutionCheckpoint`
+sealed over pydantic's JSON (`baton.identity_legacy`); version 3 is the same
+layout plus `migration_ref`, with every record and the seal in Baton's own
+canonical form (`baton.identity`, docs/canonical-form.md). Version 2 to 3
+rewrites the records themselves (`baton.hash_migration`).
 
 A reader of version N reads every known version up to N and refuses newer or
 unknown ones. Migration never edits a record: it seals a new checkpoint whose
@@ -37,8 +41,9 @@ from baton.store.blobs import BlobStore
 
 SCHEMA_V1 = "1"
 SCHEMA_V2 = "2"
+SCHEMA_V3 = "3"
 CURRENT_SCHEMA_VERSION = CHECKPOINT_SCHEMA_VERSION
-KNOWN_SCHEMA_VERSIONS: tuple[str, ...] = (SCHEMA_V1, SCHEMA_V2)
+KNOWN_SCHEMA_VERSIONS: tuple[str, ...] = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
 """Oldest first; each version can be migrated to the next."""
 
 V1_RUN_KIND_KEY = "run_kind"
@@ -102,6 +107,7 @@ AnyCheckpoint = ExecutionCheckpoint | ExecutionCheckpointV1
 _MODELS: dict[str, type[ExecutionCheckpoint] | type[ExecutionCheckpointV1]] = {
     SCHEMA_V1: ExecutionCheckpointV1,
     SCHEMA_V2: ExecutionCheckpoint,
+    SCHEMA_V3: ExecutionCheckpoint,
 }
 
 

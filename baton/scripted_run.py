@@ -67,7 +67,7 @@ def demo_placement() -> Placement:
         provider="local",
         authority_ceiling=AuthorityLevel.EXTERNAL_MUTATE,
         supported_release_ids=(release.release_id,),
-        readable_schema_versions=("1", "2"),
+        readable_schema_versions=("1", "2", "3"),
         verifiers=("citations-12",),
         tools=("tools-9",),
         environment=EnvironmentIdentity(

@@ -48,7 +48,7 @@ def build_catalog(service: str) -> list[BuildInfo]:
 
 
 def _catalog_bytes(service: str) -> bytes:
-    return canonical_json([build.model_dump(mode="json") for build in build_catalog(service)])
+    return canonical_json(list(build_catalog(service)))
 
 
 def _builds_of(content: bytes) -> list[BuildInfo]:

@@ -76,7 +76,7 @@ def initial_parts() -> RunParts:
             provider="local",
             authority_ceiling=AuthorityLevel.VERIFY,
             supported_release_ids=(release.release_id,),
-            readable_schema_versions=("2",),
+            readable_schema_versions=("3",),
             environment=EnvironmentIdentity(
                 placement="bench-local", region="local", provider="local", runtime_image="python:3.11"
             ),

@@ -40,8 +40,8 @@ import statistics
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -121,19 +121,36 @@ def gateway_placement() -> Any:
     )
 
 
-def open_gateway(url: str, run_id: str, owner: str, signing_key: bytes) -> tuple[Any, Any, InProcessFencedTarget, Any, str]:
-    """A worker's store, gateway and target, and one capability for its run issued from policy."""
+@contextmanager
+def bench_authority(db_url: str, scratch: Path) -> Iterator[str]:
+    """The authority service as its own process over `db_url` (keys in a new directory under `scratch`)."""
+    from baton.authority_http import AuthorityServiceProcess
+    from baton.placements import dump_placements
+
+    keys = Path(tempfile.mkdtemp(prefix="authority-", dir=scratch))
+    dump_placements([gateway_placement()], keys.parent / f"{keys.name}-placements.json")
+    with AuthorityServiceProcess(keys, db_url, catalog=keys.parent / f"{keys.name}-placements.json") as process:
+        yield process.url
+
+
+def open_gateway(url: str, run_id: str, owner: str, authority_url: str) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
+    """A worker's store, gateway (verifying with public keys) and target, and how it asks for a capability per key.
+
+    The worker holds no signing key: each mutation's capability comes from the
+    authority service over HTTP, bound to that mutation's idempotency key.
+    """
     import datetime as dt
 
-    from baton.authority import AuthorityService
+    from baton.authority import CapabilityVerifier
+    from baton.authority_http import CapabilityRequest, HttpAuthorityClient
     from baton.gateway import MutationGateway
     from baton.models import Approval, AuthorityContext, AuthorityLevel
     from baton.store.factory import open_store
 
     store = open_store(url, migrate=False)
-    authority = AuthorityService(signing_key)
+    authority = HttpAuthorityClient(authority_url)
     target = InProcessFencedTarget()
-    gateway = MutationGateway(store, authority, {TARGET_NAME: target})
+    gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET_NAME: target})
     lease = store.get_lease(run_id)
     if lease.owner != owner:
         raise RuntimeError(f"run {run_id} is held by {lease.owner!r}, not {owner!r}")
@@ -144,11 +161,14 @@ def open_gateway(url: str, run_id: str, owner: str, signing_key: bytes) -> tuple
                             level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="bench",
                             expires_at=now + dt.timedelta(hours=2)),),
     )
-    capability = authority.issue(
-        run_id=run_id, epoch=lease.epoch, operation=OPERATION, artifact_hash=artifact_hash(),
-        level=AuthorityLevel.EXTERNAL_MUTATE, lease=lease, placement=gateway_placement(), context=context, now=now,
-    )
-    return store, gateway, target, lease, capability.token
+    ask = CapabilityRequest(run_id=run_id, epoch=lease.epoch, owner=owner, operation=OPERATION,
+                            artifact_hash=artifact_hash(), level=AuthorityLevel.EXTERNAL_MUTATE,
+                            placement=gateway_placement().name, context=context)
+
+    def issue(key: str) -> str:
+        return str(authority.request(ask.model_copy(update={"idempotency_key": key})).token)
+
+    return store, gateway, target, lease, issue
 
 
 def mutation(run_id: str, epoch: int, token: str, key: str, n: int, owner: str) -> Any:
@@ -202,12 +222,14 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
     """One gateway process (spawned): set up, report ready, then submit until the window closes."""
     owner = spec["owner"]
     try:
-        store, gateway, target, lease, token = open_gateway(spec["url"], spec["run_id"], owner, spec["key"])
+        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["authority_url"])
         run_id, epoch = spec["run_id"], lease.epoch
         stale = bool(spec.get("stale"))
+        held = issue(f"{owner}:0")  # the stale worker keeps the one capability it got before it was fenced
         if not stale:
             for n in range(spec.get("warmup", WARMUP_OPS)):
-                gateway.submit(mutation(run_id, epoch, token, f"{owner}:warm:{n}", n, owner))
+                key = f"{owner}:warm:{n}"
+                gateway.submit(mutation(run_id, epoch, issue(key), key, n, owner))
         pid = int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
         ready.put(("ready", owner))
         start = _wait_start(go, start_at)
@@ -221,17 +243,18 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
         from baton.errors import FencedTokenError, StaleEpochError
 
         while time.monotonic() < deadline:
-            request = mutation(run_id, epoch, token, f"{owner}:{n}", n, owner)
+            key = f"{owner}:{n}"
             began = clock()
             if stale:
                 try:
-                    gateway.submit(request)
+                    gateway.submit(mutation(run_id, epoch, held, key, n, owner))
                     accepted += 1
                 except (StaleEpochError, FencedTokenError):
                     refused += 1
                 n += 1
                 time.sleep(STALE_PACE_S)
                 continue
+            request = mutation(run_id, epoch, issue(key), key, n, owner)  # asking the authority is part of the cost
             result = gateway.submit(request)
             latencies.append((clock() - began) * 1000)
             if result.replayed or result.operation_id != target.effects[-1][2]:
@@ -432,7 +455,7 @@ def floor_round(server_url: str, concurrency: int, duration_s: float, repetition
                           checks=(f"{recorded} rows stored = operations reported",))
 
 
-def gateway_round(server_url: str, concurrency: int, duration_s: float, signing_key: bytes, repetition: int = 0,
+def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch: Path, repetition: int = 0,
                   warmup: int = WARMUP_OPS) -> RoundResult:
     from baton.agents.releases import RELEASES
     from baton.models import EventType, RunKind
@@ -444,18 +467,19 @@ def gateway_round(server_url: str, concurrency: int, duration_s: float, signing_
         store = open_store(db.url)
         stack.callback(store.close)
         coordinator = Coordinator(store, name="bench-scheduler")
+        authority_url = stack.enter_context(bench_authority(db.url, scratch))
         specs = []
         for index in range(concurrency):
             run_id, owner = f"gw-run-{index}", f"worker-{index}"
             store.create_run(run_id, RunKind.DEPLOY, release, "bench-gateway")
             assert coordinator.grant(run_id, owner, ttl_s=3600) is not None
-            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "key": signing_key,
+            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "authority_url": authority_url,
                           "duration_s": duration_s, "warmup": warmup})
         stale_run = "gw-stale-run"
         store.create_run(stale_run, RunKind.DEPLOY, release, "bench-gateway")
         stale_lease = coordinator.grant(stale_run, "stale-worker", ttl_s=3600)
         assert stale_lease is not None
-        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker", "key": signing_key,
+        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker", "authority_url": authority_url,
                       "duration_s": duration_s, "stale": True})
 
         def advance_stale_epoch() -> None:
@@ -583,14 +607,12 @@ def run_gateway_bench(
     progress: Callable[[str], None] | None = None,
 ) -> GatewayRun:
     """Floor and gateway rounds at every concurrency level, `repeat` times each, then (optionally) a profile."""
-    import secrets
 
     levels = tuple(sorted(set(concurrency)))
     if not levels or levels[0] < 1:
         raise ValueError(f"concurrency levels must be positive, not {concurrency}")
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, not {repeat}")
-    key = secrets.token_hex(32).encode("ascii")
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="baton-bench-gateway-", dir=workdir))
@@ -612,7 +634,7 @@ def run_gateway_bench(
                         if kind == "floor":
                             result = floor_round(server.url, level, duration_s, repetition, warmup)
                         else:
-                            result = gateway_round(server.url, level, duration_s, key, repetition, warmup)
+                            result = gateway_round(server.url, level, duration_s, scratch, repetition, warmup)
                         rounds.setdefault((kind, level), []).append(result)
             profile = None
             if profile_ops > 0:
@@ -620,7 +642,7 @@ def run_gateway_bench(
                     progress("profiling one gateway process")
                 from baton.bench.gateway_profile import profile_gateway
 
-                profile = profile_gateway(server.url, profile_ops, key)
+                profile = profile_gateway(server.url, profile_ops, scratch)
         except RoundFailed as exc:
             return GatewayRun(levels, duration_s, repeat, (), server.origin, "failed", f"failed: {exc}",
                               server_settings=settings)

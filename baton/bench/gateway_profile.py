@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -136,37 +137,38 @@ def _instrumented(counters: _Counters, gateway: Any) -> Iterator[None]:
         yield
 
 
-def profile_gateway(server_url: str, ops: int, signing_key: bytes, top: int = 15) -> GatewayProfile:
+def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> GatewayProfile:
     """Instrumented single-process gateway run (timers, then cProfile) and floor run of `ops` operations each."""
     import psycopg
 
     from baton.agents.releases import RELEASES
-    from baton.bench.gateway_bench import FLOOR_TABLES, floor_op, mutation, open_gateway
+    from baton.bench.gateway_bench import FLOOR_TABLES, bench_authority, floor_op, mutation, open_gateway
     from baton.models import RunKind
     from baton.ownership import Coordinator
     from baton.store.factory import open_store
 
-    with fresh_database(server_url, prefix="gwprofile") as db:
+    with fresh_database(server_url, prefix="gwprofile") as db, bench_authority(db.url, scratch) as authority_url:
         setup = open_store(db.url)
         try:
             setup.create_run("profile-run", RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway")
             assert Coordinator(setup, name="bench-scheduler").grant("profile-run", "profiler", ttl_s=3600) is not None
         finally:
             setup.close()
-        store, gateway, _, lease, token = open_gateway(db.url, "profile-run", "profiler", signing_key)
+        store, gateway, _, lease, issue = open_gateway(db.url, "profile-run", "profiler", authority_url)
         try:
             for n in range(20):
-                gateway.submit(mutation("profile-run", lease.epoch, token, f"warm:{n}", n, "profiler"))
+                gateway.submit(mutation("profile-run", lease.epoch, issue(f"warm:{n}"), f"warm:{n}", n, "profiler"))
             counters = _Counters()
             with _instrumented(counters, gateway):
                 start = time.perf_counter()
                 for n in range(ops):
-                    gateway.submit(mutation("profile-run", lease.epoch, token, f"op:{n}", n, "profiler"))
+                    gateway.submit(mutation("profile-run", lease.epoch, issue(f"op:{n}"), f"op:{n}", n, "profiler"))
                 total = time.perf_counter() - start
             profiler = cProfile.Profile()
             profiler.enable()
             for n in range(ops):
-                gateway.submit(mutation("profile-run", lease.epoch, token, f"profiled:{n}", n, "profiler"))
+                gateway.submit(mutation("profile-run", lease.epoch, issue(f"profiled:{n}"), f"profiled:{n}", n,
+                                        "profiler"))
             profiler.disable()
         finally:
             store.close()

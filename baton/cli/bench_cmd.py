@@ -155,6 +155,21 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit_json(document)
 
+    @bench.command("langgraph")
+    def langgraph(
+        steps: str = typer.Option("50,400", "--steps", help="Trajectory lengths, comma-separated."),
+        repeat: int = typer.Option(1, "--repeat", min=1, help="Run every leg this many times; report the median-time run."),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+        out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) whose benchmarks.md gets the section."),
+        workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
+    ) -> None:
+        """BatonSaver against LangGraph's SqliteSaver, PostgresSaver and DeltaChannel: bytes and ms per step."""
+        from baton.bench.langgraph_bench import main
+
+        document = main(steps=_parse_steps(steps), out=out, as_json=as_json, workdir=workdir, repeat=repeat)
+        if as_json:
+            _emit_json(document)
+
     @bench.command("all")
     def run_all(
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document keyed by sub-benchmark."),

@@ -78,12 +78,21 @@ def register(app: typer.Typer) -> None:
             None, "--placement", help="Placement the run will live on; without it only unconstrained runs import."
         ),
         catalog: Path | None = typer.Option(None, "--catalog", help="Placement catalog JSON (default: built-in)."),
+        approvers: Path | None = typer.Option(
+            None, "--approvers",
+            help="Approvers' public keys (jwks.json); every approval in the bundle must verify under them. "
+            "Default: BATON_HOME/approvers/jwks.json when it exists.",
+        ),
     ) -> None:
         """Verify a bundle completely, then import it; a refused bundle imports nothing."""
+        from baton.authority_keys import TrustedKeys
+
         with _refusal("import (nothing was imported)"):
             target = _placement(placement, catalog)
+            keys_file = approvers or baton_home() / "approvers" / "jwks.json"
+            trusted = TrustedKeys.load(keys_file) if approvers is not None or keys_file.exists() else None
             with _stores() as (store, blobs):
-                report = import_bundle(store, blobs, file, placement=target)
+                report = import_bundle(store, blobs, file, placement=target, approvers=trusted)
         _console.print(
             f"imported run {report.run_id}: {len(report.imported)} new checkpoint(s), "
             f"{len(report.already_present)} already present, {report.blobs_written} new blob(s)"
@@ -107,6 +116,36 @@ def register(app: typer.Typer) -> None:
             shown = ", ".join(map(str, value)) if isinstance(value, list) else json.dumps(value) if isinstance(value, dict) else str(value)
             table.add_row(key, shown)
         _console.print(table)
+
+    @checkpoint_app.command("migrate")
+    def migrate_cmd(
+        to: Path = typer.Option(..., "--to", help="An empty BATON_HOME for the migrated store (SQLite + file blobs)."),
+    ) -> None:
+        """Migrate every checkpoint of this store to the current canonical form, into a new store.
+
+        The store named by BATON_HOME / BATON_DATABASE_URL is only read. Each
+        migrated checkpoint names its original (`migrated_from_hash`) and a
+        lineage record of every part it renamed (`migration_ref`).
+        """
+        from baton.agents.releases import RELEASES
+        from baton.hash_migration import migrate_store
+        from baton.store.sqlite import SqliteStore
+
+        with _refusal("migrate (the source store is unchanged)"):
+            if (to / "baton.db").exists() or (to / "blobs").exists():
+                raise ValueError(f"{to} already holds a store; migrate into an empty directory")
+            with _stores() as (store, blobs):
+                dest = SqliteStore(to / "baton.db")
+                try:
+                    reports = migrate_store(store, blobs, dest, BlobStore(to / "blobs"), known=RELEASES.values())
+                finally:
+                    dest.close()
+        for report in reports:
+            changed = sum(1 for old, new in report.hashes if old != new)
+            _console.print(f"run {report.run_id}: {len(report.hashes)} checkpoint(s), {changed} re-sealed, "
+                           f"{report.blobs_copied} original blob(s) copied")
+            for old, new in report.hashes:
+                typer.echo(f"  {old} -> {new}")
 
     @checkpoint_app.command("verify")
     def verify_cmd(checkpoint_id: str = typer.Argument(..., help="e.g. run-1/000003")) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from baton.identity import CANONICAL_FORM, CANONICAL_FORM_RULES
 from baton.schema_export import write_schemas
 
 
@@ -18,3 +19,6 @@ def register(app: typer.Typer) -> None:
         console = Console()
         for path in written:
             console.print(f"wrote {path}")
+        console.print(f"canonical form: {CANONICAL_FORM}", highlight=False)
+        for name, rule in CANONICAL_FORM_RULES.items():
+            console.print(f"  {name}: {rule}", highlight=False, markup=False)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from baton.authority import may_perform
+from baton.authority_http import CapabilityRequest
 from baton.checkpoints import RunParts, build_checkpoint, put_record, restore
 from baton.errors import (
     AuthorityDeniedError,
@@ -380,6 +381,14 @@ class BatonWorker(ScenarioWorker):
             self.parts = dataclasses.replace(self.parts, authority=authority)
         self._seal(Boundary.AUTHORIZED)
 
+    def _ask(self, placement: str, artifact_hash: str, key: str) -> CapabilityRequest:
+        """What this worker asks the authority for: the task's operation on `artifact_hash`, for `key` only."""
+        return CapabilityRequest(
+            run_id=self.run_id, epoch=self.epoch, owner=self.name, operation=self.task.operation,
+            artifact_hash=artifact_hash, level=self.task.level, placement=placement, context=self.parts.authority,
+            idempotency_key=key,
+        )
+
     def _commit(self) -> None:
         if not self._budget_left():
             return
@@ -395,12 +404,9 @@ class BatonWorker(ScenarioWorker):
             return
         placement = world.placement(self.parts.placement.name)
         lease = world.store.get_lease(self.run_id)
+        key = f"{self.run_id}:{self.task.intent}"
         try:
-            capability = world.authority.issue(
-                run_id=self.run_id, epoch=self.epoch, operation=self.task.operation,
-                artifact_hash=candidate.artifact_hash, level=self.task.level, lease=lease, placement=placement,
-                context=self.parts.authority, now=world.now(),
-            )
+            capability = world.request_capability(self._ask(placement.name, candidate.artifact_hash, key))
         except AuthorityDeniedError as exc:
             if lease.epoch != self.epoch:
                 raise StaleEpochError(f"{self.name} no longer holds epoch {self.epoch}") from exc
@@ -409,7 +415,7 @@ class BatonWorker(ScenarioWorker):
         world.facts.add(CredentialIssued(run_id=self.run_id, at=utcnow(), kind="capability", value=capability.token))
         request = MutationRequest(
             run_id=self.run_id, epoch=self.epoch, operation=self.task.operation,
-            idempotency_key=f"{self.run_id}:{self.task.intent}", target=self.task.target,
+            idempotency_key=key, target=self.task.target,
             payload=self.task.payload(self.run_id, artifact, candidate.artifact_hash),
             artifact_hash=candidate.artifact_hash, capability=capability.token, required_level=self.task.level,
             process=self.name,
@@ -490,10 +496,7 @@ class BatonWorker(ScenarioWorker):
             self._seal(Boundary.AWAITING_AUTHORITY)
             return
         world = self.world
-        capability = world.authority.issue(
-            run_id=self.run_id, epoch=self.epoch, operation=self.task.operation, artifact_hash=candidate.artifact_hash,
-            level=self.task.level, lease=world.store.get_lease(self.run_id),
-            placement=world.placement(self.parts.placement.name), context=self.parts.authority, now=world.now())
+        capability = world.request_capability(self._ask(self.parts.placement.name, candidate.artifact_hash, key))
         request = MutationRequest(
             run_id=self.run_id, epoch=self.epoch, operation=self.task.operation, idempotency_key=key,
             target=self.task.target, payload=self.task.payload(self.run_id, artifact, candidate.artifact_hash),

@@ -127,7 +127,7 @@ class ExternalWorld:
     def read(self, uri: str) -> bytes:
         """The live content behind `uri` right now."""
         if uri == BUILDS:
-            return canonical_json([build.model_dump(mode="json") for build in self.builds])
+            return canonical_json(list(self.builds))
         if uri == REPO:
             return self.repo.content()
         if uri == FORM:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from baton.agents.releases import RELEASES
-from baton.authority import AuthorityService
+from baton.authority import AuthorityService, Capability
+from baton.authority_http import CapabilityRequest, LocalAuthorityClient
 from baton.compat import HandoffPolicy
 from baton.faults.external import (
     BUILDS,
@@ -60,7 +61,7 @@ LEASE_TTL_S = 30.0
 TARGET_NAMES = ("deploy", "publisher", "repo", "webapp")
 
 
-def _placement(name: str, region: str, provider: str, *, image: str = "worker:1", schemas: tuple[str, ...] = ("1", "2"),
+def _placement(name: str, region: str, provider: str, *, image: str = "worker:1", schemas: tuple[str, ...] = ("1", "2", "3"),
                verifiers: tuple[str, ...] = (V7.verifier_bundle,),
                ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE) -> Placement:
     return Placement(
@@ -184,6 +185,10 @@ class World:
         )
 
     # -- placements and policy --------------------------------------------------------------
+
+    def request_capability(self, ask: CapabilityRequest) -> Capability:
+        """The in-process authority, asked through the interface live workers use over HTTP."""
+        return LocalAuthorityClient(self.authority, self.store, {ask.placement: self.placement(ask.placement)}).request(ask)
 
     def placement(self, name: str) -> Placement:
         """The placement as current policy defines it (ceilings can change mid-run)."""

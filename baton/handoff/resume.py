@@ -24,10 +24,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from baton.approval_signing import verify_approval
+from baton.authority_keys import TrustedKeys
 from baton.authority import authority_after_handoff
 from baton.checkpoints import RestoredRun, restore
 from baton.compat import HandoffDecision
-from baton.errors import CheckpointIntegrityError, StaleEpochError
+from baton.errors import ApprovalError, CheckpointIntegrityError, StaleEpochError
 from baton.models import (
     AuthorityContext,
     Boundary,
@@ -77,6 +79,7 @@ class ResumePlan:
     resume_release_id: str = ""  # the release to continue under (the gate's target release for a behavioral move)
     budget: BudgetLedger | None = None  # the checkpoint's ledger, usage raised to every charge the store recorded
     budget_exhausted: tuple[str, ...] = ()  # limits already reached: the new owner must end the run, not continue
+    refused_approvals: tuple[tuple[str, str], ...] = ()  # (approval id, reason) of approvals that did not verify
 
     @property
     def checkpoint(self) -> ExecutionCheckpoint:
@@ -115,8 +118,13 @@ def prepare_resume(
     placement: Placement,
     epoch: int,
     now: dt.datetime | None = None,
+    approvers: TrustedKeys | None = None,
 ) -> ResumePlan:
     """Restore the run's latest checkpoint for the owner of `epoch` on `placement`.
+
+    With `approvers`, an approval carries over only if an approver key signed
+    it, for the current candidate, and it is unexpired; the others are listed
+    in `refused_approvals` with their reason (`baton.approval_signing`).
 
     Raises StaleEpochError if `epoch` is not the run's current epoch, and
     CheckpointIntegrityError if any part fails verification.
@@ -146,6 +154,7 @@ def prepare_resume(
         binds = candidate is not None and evidence.applies_to(candidate.artifact_hash)
         (valid if binds and not reverify else dropped).append(evidence)
 
+    refused_approvals: tuple[tuple[str, str], ...] = ()
     recorded = _EventBatch()  # a downgrade is recorded with the restore, in its transaction and before it
     authority = authority_after_handoff(
         parts.authority, placement.authority_ceiling, run_id=run_id, events=recorded,
@@ -159,6 +168,15 @@ def prepare_resume(
             a for a in authority.approvals
             if candidate is not None and a.artifact_hash == candidate.artifact_hash and now < a.expires_at
         )
+        if approvers is not None:
+            refused = []
+            kept = []
+            for approval in live:
+                try:
+                    kept.append(verify_approval(approval, approvers, now=now, artifacts=(candidate.artifact_hash,)))
+                except ApprovalError as exc:
+                    refused.append((approval.approval_id, exc.reason))
+            live, refused_approvals = tuple(kept), tuple(refused)
         authority = authority.model_copy(update={"approvals": live})
 
     boundary = checkpoint.boundary
@@ -186,6 +204,7 @@ def prepare_resume(
         resume_release_id=decision.target_release_id if decision and decision.target_release_id else ckpt_release,
         budget=budget,
         budget_exhausted=budget.exhausted(now),
+        refused_approvals=refused_approvals,
     )
     store.append_events([*recorded.events, *_restore_events(plan, now)])  # one transaction, in this order
     return plan

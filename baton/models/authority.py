@@ -49,6 +49,9 @@ class Approval(Record):
     level: AuthorityLevel
     approved_by: str = Field(min_length=1)
     expires_at: dt.datetime
+    approver_kid: str | None = None
+    signature: str | None = Field(default=None, repr=False)
+    """The approver's Ed25519 signature (`baton.approval_signing`); None for an unsigned (legacy) approval."""
 
     def valid_for(self, operation: str, artifact_hash: str, now: dt.datetime) -> bool:
         return self.operation == operation and self.artifact_hash == artifact_hash and now < self.expires_at

@@ -19,11 +19,11 @@ class Record(BaseModel):
 
     def canonical(self) -> bytes:
         """Canonical JSON bytes of this record."""
-        return canonical_json(self.model_dump(mode="json"))
+        return canonical_json(self)
 
     def record_ref(self) -> str:
         """Content ref of this record's canonical JSON."""
-        return ref_of(self.model_dump(mode="json"))
+        return ref_of(self)
 
     @classmethod
     def from_canonical(cls, data: bytes) -> Any:

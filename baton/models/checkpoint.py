@@ -9,12 +9,16 @@ from typing import Any
 from pydantic import Field, ValidationInfo, model_validator
 
 from baton.errors import CheckpointIntegrityError
-from baton.identity import ref_of
+from baton.identity import plain_value, ref_of
+from baton.identity_legacy import legacy_ref_of
 from baton.models.base import Record, Ref
 from baton.models.constraints import PortabilityConstraints
 
-CHECKPOINT_SCHEMA_VERSION = "2"
-"""The schema version this code writes."""
+CHECKPOINT_SCHEMA_VERSION = "3"
+"""The schema version this code writes: sealed with Baton's canonical form (docs/canonical-form.md)."""
+
+LEGACY_HASH_VERSIONS = frozenset({"1", "2"})
+"""Schema versions sealed over pydantic's JSON output (`baton.identity_legacy`); they verify, never get written."""
 
 
 class Boundary(StrEnum):
@@ -79,6 +83,7 @@ class ExecutionCheckpoint(Record):
     parent_checkpoint_id: str | None = None
     parent_checkpoint_hash: Ref | None = None
     migrated_from_hash: Ref | None = None
+    migration_ref: Ref | None = None
     run_kind: RunKind
     release_id: Ref
     environment_id: Ref
@@ -103,20 +108,36 @@ class ExecutionCheckpoint(Record):
 
     @staticmethod
     def compute_hash(fields: dict[str, Any]) -> str:
-        """Hash of every field except `checkpoint_hash` itself."""
+        """Hash of every field except `checkpoint_hash` itself, by the rule of the fields' schema version.
+
+        Versions 1 and 2 hash pydantic's JSON form of the fields (pass
+        `model_dump(mode="json")`); later versions hash their plain values.
+        """
         body = {key: value for key, value in fields.items() if key != "checkpoint_hash"}
+        if body.get("schema_version") in LEGACY_HASH_VERSIONS:
+            return legacy_ref_of(body)
         return ref_of(body)
+
+    def content_hash(self) -> str:
+        """The hash this checkpoint's content calls for (what `checkpoint_hash` must be)."""
+        if self.schema_version in LEGACY_HASH_VERSIONS:
+            fields = self.model_dump(mode="json", exclude={"migration_ref"})
+        else:
+            fields = plain_value(self)
+        return self.compute_hash(fields)
 
     @classmethod
     def seal(cls, **fields: Any) -> ExecutionCheckpoint:
         """Build a checkpoint from its fields (validated) and seal it with its hash."""
         draft = cls.model_validate({**fields, "checkpoint_hash": _UNSEALED}, context=_SEALING)
-        return draft.model_copy(update={"checkpoint_hash": cls.compute_hash(draft.model_dump(mode="json"))})
+        return draft.model_copy(update={"checkpoint_hash": draft.content_hash()})
 
     @model_validator(mode="after")
     def _hash_matches(self, info: ValidationInfo) -> ExecutionCheckpoint:
         sealing = info.context is _SEALING
-        expected = None if sealing else self.compute_hash(self.model_dump(mode="json"))
+        if self.schema_version in LEGACY_HASH_VERSIONS and self.migration_ref is not None:
+            raise ValueError(f"a schema version {self.schema_version} checkpoint has no migration_ref")
+        expected = None if sealing else self.content_hash()
         if expected is not None and expected != self.checkpoint_hash:
             raise CheckpointIntegrityError(
                 f"checkpoint {self.checkpoint_id}: recorded hash {self.checkpoint_hash} "

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from pydantic import JsonValue
 
+from baton.authority_http import CapabilityRequest
 from baton.errors import AuthorityDeniedError, SecretInStateError
 from baton.gateway import MutationRequest, MutationResult
 from baton.handoff.resume import ResumePlan
@@ -398,7 +399,7 @@ class RunContext:
             raise BoundaryError(f"perform needs AUTHORIZED, the run is at {self.boundary.value}")
         candidate = self._require_candidate()
         self._require_valid(self._state.candidate_inputs(candidate))
-        needs_approval = level.allows(self.services.authority.approval_required_from)
+        needs_approval = level.allows(self.services.approval_required_from)
         if needs_approval and self._state.approval(operation, candidate.artifact_hash, self.now()) is None:
             raise BoundaryError(f"no valid approval for {operation} on {candidate.artifact_hash}")
         body = dict(payload)
@@ -408,11 +409,12 @@ class RunContext:
         self.charge(BudgetUsage(tool_calls=1), f"{operation} via {target}")
 
         def request_for() -> MutationRequest:
-            capability = self.services.authority.issue(
-                run_id=self.run_id, epoch=self.epoch, operation=operation, artifact_hash=candidate.artifact_hash,
-                level=level, lease=self._live_lease(), placement=self.placement, context=self.authority,
-                now=self.now(),
+            ask = CapabilityRequest(
+                run_id=self.run_id, epoch=self.epoch, owner=str(self._live_lease().owner), operation=operation,
+                artifact_hash=candidate.artifact_hash, level=level, placement=self.placement.name,
+                context=self.authority, idempotency_key=key,
             )
+            capability = self.services.capability_client(self.placement).request(ask)
             return MutationRequest(
                 run_id=self.run_id, epoch=self.epoch, operation=operation, idempotency_key=key, target=target,
                 payload=body, artifact_hash=candidate.artifact_hash, capability=capability.token,

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.authority import AuthorityService
+from baton.authority_http import AuthorityClient, LocalAuthorityClient
 from baton.gateway import MutationGateway, MutationTarget
 from baton.history import HistorySink
-from baton.models import BehavioralRelease
+from baton.models import AuthorityLevel, BehavioralRelease, Placement
 from baton.reconcile import Reconciler, RetryPolicy
 from baton.runtime.approvals import Approver, PolicyApprover
 from baton.store.base import SqlStore
@@ -27,7 +28,8 @@ class RuntimeServices:
 
     store: SqlStore
     blobs: Blobs
-    authority: AuthorityService
+    authority: AuthorityService | AuthorityClient
+    """The authority service: in this process (tests, simulation) or a client of the live one (workers)."""
     gateway: MutationGateway
     targets: Mapping[str, MutationTarget]
     releases: Mapping[str, BehavioralRelease]
@@ -37,6 +39,17 @@ class RuntimeServices:
     history: HistorySink | None = None
     boundary_pause_s: float = 0.0
     stopping: threading.Event = field(default_factory=threading.Event)
+
+    def capability_client(self, placement: Placement) -> AuthorityClient:
+        """How this run asks for capabilities: the live service's client, or the in-process service."""
+        if isinstance(self.authority, AuthorityService):
+            return LocalAuthorityClient(self.authority, self.store, {placement.name: placement})
+        return self.authority
+
+    @property
+    def approval_required_from(self) -> AuthorityLevel:
+        """The level from which a capability needs an approval bound to the artifact."""
+        return getattr(self.authority, "approval_required_from", AuthorityLevel.EXTERNAL_MUTATE)
 
     def reconciler(self, process: str) -> Reconciler:
         """A reconciler that records its calls under `process` in the history."""

@@ -25,7 +25,8 @@ from pathlib import Path
 from types import FrameType
 
 from baton.agents.releases import RELEASES
-from baton.authority import AuthorityService
+from baton.authority import AuthorityService, CapabilityVerifier
+from baton.authority_http import HttpAuthorityClient
 from baton.gateway import MutationGateway, MutationTarget
 from baton.handoff.coordinator import reserved_owner
 from baton.history import HistorySink, JsonlHistory
@@ -34,6 +35,7 @@ from baton.placements import load_placements, placement_named
 from baton.runtime.agent_registry import agent_for
 from baton.runtime.executor import RunExecutor, RunOutcome
 from baton.runtime.services import RuntimeServices
+from baton.runtime.tools import read_only_tools
 from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 from baton.targets.corpus_service import CorpusClient
@@ -66,6 +68,8 @@ class WorkerConfig:
     max_runs: int = 16
     boundary_pause_s: float = 0.0
     target_timeout_s: float = 1.0
+    authority_url: str | None = None
+    """The live authority service; without it the worker runs one in-process (tests only)."""
 
 
 def target_url(home: Path, service: str) -> str:
@@ -93,16 +97,22 @@ class Worker:
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
-        authority = AuthorityService.from_config(config.home)
+        authority: AuthorityService | HttpAuthorityClient
+        verifier: AuthorityService | CapabilityVerifier
+        if config.authority_url:  # the worker holds no signing key: it asks, and checks with public keys
+            authority = HttpAuthorityClient(config.authority_url)
+            verifier = CapabilityVerifier(authority.trusted_keys())
+        else:
+            authority = verifier = AuthorityService.from_config(config.home)
         self.services = RuntimeServices(
             store=self.store,
             blobs=open_blobs(config.home, self.store),
             authority=authority,
-            gateway=MutationGateway(self.store, authority, targets, history=history,
+            gateway=MutationGateway(self.store, verifier, targets, history=history,
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
             releases={release.release_id: release for release in RELEASES.values()},
-            tools={"corpus": corpus, "deploy": deploy},
+            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
             history=history,
             boundary_pause_s=config.boundary_pause_s,
         )
@@ -168,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-runs", type=int, default=16)
     parser.add_argument("--boundary-pause-s", type=float, default=0.0, help="simulated work time per boundary")
     parser.add_argument("--target-timeout-s", type=float, default=1.0, help="HTTP timeout towards the targets")
+    parser.add_argument("--authority-url", default=None, help="the authority service (default: in-process, tests only)")
     return parser
 
 
@@ -181,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         placement=args.placement, home=args.home, worker_id=args.worker_id, database_url=args.database_url,
         history_path=args.history, placements_file=args.placements_file, lease_ttl_s=args.lease_ttl_s,
         poll_s=args.poll_s, max_runs=args.max_runs, boundary_pause_s=args.boundary_pause_s,
-        target_timeout_s=args.target_timeout_s,
+        target_timeout_s=args.target_timeout_s, authority_url=args.authority_url,
     ))
 
     def _on_term(_signum: int, _frame: FrameType | None) -> None:

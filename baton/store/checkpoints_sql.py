@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpochError, StoreError
+from baton.identity import plain_value
 from baton.models.checkpoint import ExecutionCheckpoint
+from baton.models.events import Event
 from baton.store import manifest_delta
 from baton.store.blobs_sql import BlobsSql
 from baton.store.core import Row, Tx
@@ -86,18 +88,30 @@ class CheckpointsSql(BlobsSql):
                 f"but the run's current epoch is {current}: the sealing worker has been fenced"
             )
 
-    def append_checkpoint(self, ckpt: ExecutionCheckpoint, blobs: Mapping[str, bytes] | None = None) -> None:
+    def append_checkpoint(
+        self,
+        ckpt: ExecutionCheckpoint,
+        blobs: Mapping[str, bytes] | None = None,
+        *,
+        within: Callable[[Tx], None] | None = None,
+        events: Sequence[Event] = (),
+    ) -> None:
         """Append the run's next checkpoint: seq latest+1 (0 first), parent = the latest.
 
         `blobs` (ref -> bytes) are written to the blob table in the same
         transaction, so a checkpoint and the parts it introduced commit at once.
+        `within`, if given, runs in that transaction once the epoch and chain
+        checks passed (an adapter's own rows commit, or are refused, with the seal);
+        `events` are appended last in it, as `append_events` would.
         """
-        body = ckpt.model_dump(mode="json")
-        expected_hash = ExecutionCheckpoint.compute_hash(body)
+        body = plain_value(ckpt)
+        expected_hash = ckpt.content_hash()
         if expected_hash != ckpt.checkpoint_hash:
             raise CheckpointIntegrityError(
                 f"checkpoint {ckpt.checkpoint_id}: hash {ckpt.checkpoint_hash} does not match content {expected_hash}"
             )
+        # RunsSql supplies the event helpers in SqlStore (the mixins share one class).
+        prepared = self._event_rows(events) if events else ()  # type: ignore[attr-defined]
         with self._tx() as tx:
             # One statement locks the lease row (so the epoch cannot advance under this append)
             # and reads the epoch and the latest checkpoint.
@@ -116,6 +130,8 @@ class CheckpointsSql(BlobsSql):
             self._check_chain(ckpt, latest)
             if blobs:
                 self._insert_blobs(tx, blobs)
+            if within is not None:
+                within(tx)
             parent = None
             if latest is not None:
                 parent = self._body_cache().get(str(latest[1])) or self._full_body(
@@ -142,6 +158,8 @@ class CheckpointsSql(BlobsSql):
                     kind,
                 ),
             )
+            if prepared:
+                self._insert_events(tx, prepared, stamp=False)  # type: ignore[attr-defined]
         self._remember(ckpt.checkpoint_id, body)
 
     @staticmethod

@@ -48,6 +48,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton.targets.capability_guard import TargetGuard, guard_from_arguments
 from baton.checker import TargetEffect
 from baton.errors import BatonError, IntegrityError
 from baton.identity import sha256_ref
@@ -100,8 +101,9 @@ def create_app(
     drift_every_s: float = 0.0,
     ambiguous_rate: float = 0.0,
     ambiguous_delay_s: float = 5.0,
+    guard: TargetGuard | None = None,
 ) -> FastAPI:
-    """The corpus service over the records in `data_dir`."""
+    """The corpus service over the records in `data_dir` (checking capabilities itself with `guard`)."""
     log = MutationLog(data_dir, PUBLICATIONS_FILE)  # first: it locks the directory
     documents = DocumentStore(data_dir)
     ambiguity = Ambiguity(ambiguous_rate, seed, ambiguous_delay_s)
@@ -147,7 +149,8 @@ def create_app(
         run_header = request.headers.get(FENCING_RUN_HEADER, "")
         if run_header and run_header != body.run_id:
             return refusal(422, "run_mismatch", f"body names run {body.run_id!r}, the fencing token {run_header!r}")
-        return await apply_mutation(log, request, {"report_hash": body.report_hash, "report": body.report}, ambiguity)
+        return await apply_mutation(log, request, {"report_hash": body.report_hash, "report": body.report}, ambiguity,
+                                    guard)
 
     @app.get("/publications")
     async def publications() -> list[dict[str, Any]]:
@@ -261,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         drift_every_s=args.drift_every_s,
         ambiguous_rate=args.ambiguous_rate,
         ambiguous_delay_s=args.ambiguous_delay_s,
+        guard=guard_from_arguments(args, "publish"),
     )
     serve(app, args.host, args.port, args.port_file or data_dir / PORT_FILE)
 

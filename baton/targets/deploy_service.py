@@ -39,6 +39,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton.targets.capability_guard import TargetGuard, guard_from_arguments
 from baton.checker import TargetEffect
 from baton.targets.audit import count_by_key, effects_of
 from baton.targets.http_client import MutationClient
@@ -67,8 +68,11 @@ class DeploymentBody(BaseModel):
     strategy: str = "rolling"
 
 
-def create_app(data_dir: Path | str, *, ambiguous_rate: float = 0.0, seed: int = 0, ambiguous_delay_s: float = 5.0) -> FastAPI:
-    """The deploy service over the records in `data_dir`."""
+def create_app(
+    data_dir: Path | str, *, ambiguous_rate: float = 0.0, seed: int = 0, ambiguous_delay_s: float = 5.0,
+    guard: TargetGuard | None = None,
+) -> FastAPI:
+    """The deploy service over the records in `data_dir` (checking capabilities itself with `guard`)."""
     log = MutationLog(data_dir, DEPLOYMENTS_FILE)
     ambiguity = Ambiguity(ambiguous_rate, seed, ambiguous_delay_s)
     app = FastAPI(title="baton deploy service")
@@ -76,7 +80,7 @@ def create_app(data_dir: Path | str, *, ambiguous_rate: float = 0.0, seed: int =
 
     @app.post("/deployments", response_model=None)
     async def deploy(body: DeploymentBody, request: Request) -> JSONResponse:
-        return await apply_mutation(log, request, body.model_dump(), ambiguity)
+        return await apply_mutation(log, request, body.model_dump(), ambiguity, guard)
 
     @app.get("/deployments")
     async def deployments() -> list[dict[str, Any]]:
@@ -119,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     args = service_arguments("Baton's HTTP deploy service").parse_args(argv)
     data_dir: Path = args.data
     data_dir.mkdir(parents=True, exist_ok=True)
-    app = create_app(data_dir, ambiguous_rate=args.ambiguous_rate, seed=args.seed, ambiguous_delay_s=args.ambiguous_delay_s)
+    app = create_app(data_dir, ambiguous_rate=args.ambiguous_rate, seed=args.seed, ambiguous_delay_s=args.ambiguous_delay_s,
+                     guard=guard_from_arguments(args, "deploy"))
     serve(app, args.host, args.port, args.port_file or data_dir / PORT_FILE)
 
 

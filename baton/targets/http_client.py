@@ -20,7 +20,7 @@ import httpx
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken
 from baton.models.operation import OperationState
-from baton.targets.http_server import FENCING_EPOCH_HEADER, FENCING_RUN_HEADER, IDEMPOTENCY_HEADER, OPERATION_HEADER
+from baton.targets.http_server import CAPABILITY_HEADER, FENCING_EPOCH_HEADER, FENCING_RUN_HEADER, IDEMPOTENCY_HEADER, OPERATION_HEADER
 
 
 class MutationClient:
@@ -60,6 +60,8 @@ class MutationClient:
             FENCING_RUN_HEADER: fencing_token.run_id,
             FENCING_EPOCH_HEADER: str(fencing_token.epoch),
         }
+        if fencing_token.capability:
+            headers[CAPABILITY_HEADER] = fencing_token.capability
         try:
             response = self._http.post(self.mutation_path, json=self._body(payload), headers=headers)
         except httpx.TimeoutException as exc:
@@ -68,7 +70,7 @@ class MutationClient:
             raise TargetUnavailableError(f"{self.name}: transport error for {operation_id}: {exc!r}") from exc
         if response.status_code in (200, 201):
             return dict(response.json())
-        if response.status_code in (400, 409, 422):
+        if response.status_code in (400, 403, 409, 422):
             data = _json_or_empty(response)
             reason = str(data.get("error", "invalid_request"))
             message = data.get("message") or data.get("detail") or reason

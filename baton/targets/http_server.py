@@ -28,14 +28,16 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from baton.errors import FencedTokenError, IdempotencyConflictError, PayloadMismatchError
+from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
+from baton.targets.capability_guard import TargetGuard, add_guard_arguments
 from baton.targets.mutation_log import MutationLog, SealedOperationError
 
 OPERATION_HEADER = "X-Operation-Id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 FENCING_RUN_HEADER = "X-Fencing-Run"
 FENCING_EPOCH_HEADER = "X-Fencing-Epoch"
+CAPABILITY_HEADER = "X-Baton-Capability"
 PORT_FILE = "port"
 
 
@@ -84,13 +86,25 @@ class Ambiguity:
 
 
 async def apply_mutation(
-    log: MutationLog, request: Request, payload: Mapping[str, Any], ambiguity: Ambiguity
+    log: MutationLog, request: Request, payload: Mapping[str, Any], ambiguity: Ambiguity,
+    guard: TargetGuard | None = None,
 ) -> JSONResponse:
-    """Run one mutation request through `log` and answer it (201 applied, 200 replayed)."""
+    """Run one mutation request through `log` and answer it (201 applied, 200 replayed).
+
+    With `guard`, the capability in the request must fit it first; a refusal is
+    written to the service's own request log as `capability:<reason>`.
+    """
     try:
         operation_id, key, token = mutation_headers(request)
     except BadHeadersError as exc:
         return refusal(400, "bad_headers", str(exc))
+    if guard is not None:
+        try:
+            guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,
+                        idempotency_key=key, payload=payload)
+        except CapabilityError as exc:
+            log.refuse(operation_id, key, token, f"capability:{exc.reason}", str(exc))
+            return refusal(403, f"capability:{exc.reason}", str(exc))
     try:
         applied = log.apply(operation_id, key, token, payload)
     except FencedTokenError as exc:
@@ -138,6 +152,7 @@ def service_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice the service makes")
     parser.add_argument("--ambiguous-rate", type=float, default=0.0, help="probability a commit answers too late")
     parser.add_argument("--ambiguous-delay-s", type=float, default=5.0, help="how late such an answer comes")
+    add_guard_arguments(parser)
     return parser
 
 

@@ -17,7 +17,8 @@ Records: one SQLite file, `DIR/ledger.sqlite3`, owned by the service.
   one row per side effect; unique per (run_id, idempotency_key) and per operation_id.
 * `requests(seq, at, operation_id, run_id, idempotency_key, epoch, result, detail)` - every
   apply request and what became of it: applied, replayed, fenced, payload_mismatch,
-  sealed, rejected, aborted.
+  sealed, rejected, aborted, or `capability:<reason>` when the service's own
+  capability check refused it (started with `--trust`, see `baton.targets.capability_guard`).
 * `sealed(operation_id, at, reason)` - operation ids this service has declared
   NOT_COMMITTED; a late request carrying one is refused, so the answer stays true.
 * `pending(operation_id, run_id, idempotency_key, started_at)` - requests being
@@ -55,12 +56,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, JsonValue
 
 from baton.checker import TargetEffect
-from baton.errors import FencedTokenError, TargetRejectedError, TargetUnavailableError
+from baton.errors import CapabilityError, FencedTokenError, TargetRejectedError, TargetUnavailableError
 from baton.fencing import FenceGuard, FencingToken
 from baton.identity import ref_of
 from baton.models.operation import OperationState
+from baton.targets.capability_guard import TargetGuard, TargetPolicy, add_guard_arguments, guard_from_arguments
 
 DB_NAME = "ledger.sqlite3"
+DEFAULT_OPERATION = "ledger.append"
 PORT_FILE = "port"
 FaultMode = Literal["commit_then_timeout", "hang_then_abort", "reject"]
 
@@ -160,6 +163,7 @@ class ApplyRequest(BaseModel):
     idempotency_key: str = Field(min_length=1)
     fencing_token: TokenBody
     payload: dict[str, JsonValue]
+    capability: str | None = Field(default=None, repr=False)
 
 
 class FenceRequest(BaseModel):
@@ -177,8 +181,8 @@ def _refuse(status: int, error: str, message: str, **extra: Any) -> JSONResponse
     return JSONResponse(status_code=status, content={"error": error, "message": message, **extra})
 
 
-def create_app(directory: Path) -> FastAPI:
-    """The ledger service over the records in `directory`."""
+def create_app(directory: Path, guard: TargetGuard | None = None) -> FastAPI:
+    """The ledger service over the records in `directory`; with `guard`, it checks capabilities itself."""
     records = LedgerRecords(directory)
     app = FastAPI(title="baton ledger target")
 
@@ -203,6 +207,14 @@ def create_app(directory: Path) -> FastAPI:
     @app.post("/apply", response_model=None)
     def apply(body: ApplyRequest) -> dict[str, Any] | JSONResponse:
         token = FencingToken(body.fencing_token.run_id, body.fencing_token.epoch)
+        if guard is not None:
+            try:
+                guard.admit(body.capability, run_id=token.run_id, epoch=token.epoch,
+                            idempotency_key=body.idempotency_key, payload=body.payload)
+            except CapabilityError as exc:
+                with records.tx() as conn:
+                    records.log(conn, body, f"capability:{exc.reason}", str(exc))
+                return _refuse(403, f"capability:{exc.reason}", str(exc))
         fault = records.take_fault(body.idempotency_key)
         if fault is not None and fault[0] == "hang_then_abort":
             return _hang_then_abort(body, fault[1])
@@ -355,6 +367,7 @@ class LedgerTargetClient:
             "idempotency_key": idempotency_key,
             "fencing_token": fencing_token.as_dict(),
             "payload": dict(payload),
+            "capability": fencing_token.capability,
         }
         try:
             response = self._http.post("/apply", json=body)
@@ -364,7 +377,7 @@ class LedgerTargetClient:
             raise TargetUnavailableError(f"{self.name}: transport error for {operation_id}: {exc!r}") from exc
         if response.status_code == 200:
             return dict(response.json())
-        if response.status_code in (409, 422):
+        if response.status_code in (403, 409, 422):
             data = response.json()
             reason = str(data.get("error", "rejected"))
             raise TargetRejectedError(
@@ -407,8 +420,10 @@ class LedgerTargetClient:
 class LedgerTargetProcess:
     """The ledger service as a real subprocess on a free loopback port."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, trust: Path | None = None, policy: TargetPolicy | None = None) -> None:
         self.directory = Path(directory)
+        self.trust = trust
+        self.policy = policy
         self._proc: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -418,8 +433,11 @@ class LedgerTargetProcess:
         port_file = self.directory / PORT_FILE
         port_file.unlink(missing_ok=True)
         log = open(self.directory / "service.log", "ab")  # noqa: SIM115 - handed to the child
+        command = [sys.executable, "-m", "baton.targets.ledger_target", "--dir", str(self.directory)]
+        if self.trust is not None:
+            command += (self.policy or TargetPolicy(operation=DEFAULT_OPERATION)).arguments(self.trust)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "baton.targets.ledger_target", "--dir", str(self.directory)],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -480,9 +498,10 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True, type=Path, help="directory holding the ledger's records")
+    add_guard_arguments(parser)
     args = parser.parse_args(argv)
     directory: Path = args.dir
-    app = create_app(directory)
+    app = create_app(directory, guard_from_arguments(args, DEFAULT_OPERATION))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

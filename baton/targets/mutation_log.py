@@ -80,6 +80,11 @@ class MutationLog:
                 self._by_operation.setdefault(request["operation_id"], self._by_key[request["idempotency_key"]])
         self._sealed = {line["operation_id"] for line in read_lines(self.sealed_path)}
 
+    def refuse(self, operation_id: str, key: str, token: FencingToken, result: str, detail: str) -> None:
+        """Record a request refused before `apply` (its capability did not fit), under the same lock."""
+        with self._lock:
+            self._log(operation_id, key, token, result, detail)
+
     def _log(self, operation_id: str, key: str, token: FencingToken, result: str, detail: str = "") -> None:
         append_line(
             self.requests_path,

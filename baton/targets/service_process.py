@@ -51,16 +51,19 @@ class ServiceProcess:
 
     @classmethod
     def deploy(
-        cls, data_dir: Path | str, *, ambiguous_rate: float = 0.0, seed: int = 0, ambiguous_delay_s: float = 5.0
+        cls, data_dir: Path | str, *, ambiguous_rate: float = 0.0, seed: int = 0, ambiguous_delay_s: float = 5.0,
+        guard: Sequence[str] = (),
     ) -> ServiceProcess:
-        """A (not yet started) deploy service."""
+        """A (not yet started) deploy service; `guard` from `TargetPolicy.arguments` makes it check capabilities."""
         args = ["--ambiguous-rate", str(ambiguous_rate), "--seed", str(seed), "--ambiguous-delay-s", str(ambiguous_delay_s)]
-        return cls(DEPLOY_MODULE, data_dir, args)
+        return cls(DEPLOY_MODULE, data_dir, [*args, *guard])
 
     @classmethod
-    def corpus(cls, data_dir: Path | str, *, seed: int = 0, drift_every_s: float = 0.0) -> ServiceProcess:
-        """A (not yet started) corpus service."""
-        return cls(CORPUS_MODULE, data_dir, ["--seed", str(seed), "--drift-every-s", str(drift_every_s)])
+    def corpus(
+        cls, data_dir: Path | str, *, seed: int = 0, drift_every_s: float = 0.0, guard: Sequence[str] = ()
+    ) -> ServiceProcess:
+        """A (not yet started) corpus service; `guard` as for `deploy`."""
+        return cls(CORPUS_MODULE, data_dir, ["--seed", str(seed), "--drift-every-s", str(drift_every_s), *guard])
 
     @property
     def pid(self) -> int | None:

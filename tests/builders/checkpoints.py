@@ -98,7 +98,7 @@ def seed_run(store: SqlStore, blobs: BlobStore, steps: int = 3, *, run_id: str =
 def as_v1(checkpoint: ExecutionCheckpoint, parent: ExecutionCheckpointV1 | None = None) -> ExecutionCheckpointV1:
     """The v1 form a legacy writer would have sealed for the same state (run kind lives in task state)."""
     body = checkpoint.model_dump()
-    for dropped in ("schema_version", "run_kind", "constraints", "resumability_reasons", "migrated_from_hash", "checkpoint_hash"):
+    for dropped in ("schema_version", "run_kind", "constraints", "resumability_reasons", "migrated_from_hash", "migration_ref", "checkpoint_hash"):
         body.pop(dropped)
     body["budget_ref"] = body.pop("budget_ledger_ref")
     body["parent_checkpoint_hash"] = None if parent is None else parent.checkpoint_hash

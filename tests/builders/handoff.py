@@ -58,7 +58,7 @@ def place(
     provider: str = "local",
     ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
     releases: Sequence[BehavioralRelease] = (V7, V8),
-    schemas: Sequence[str] = ("1", "2"),
+    schemas: Sequence[str] = ("1", "2", "3"),
     image: str = "worker:1",
     verifiers: Sequence[str] | None = None,
 ) -> Placement:

@@ -51,7 +51,7 @@ def placement(
     provider: str = "local",
     ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE,
     releases: Sequence[BehavioralRelease] | None = None,
-    schemas: Sequence[str] = ("2",),
+    schemas: Sequence[str] = ("3",),
     verifiers: Sequence[str] = (VERIFIER_BUNDLE,),
     tools: Sequence[str] = (TOOL_CONTRACT,),
     data_scopes: Sequence[str] = (),

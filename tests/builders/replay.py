@@ -45,7 +45,7 @@ BUILDS = [
     BuildInfo(version="1.5.0-rc.1", artifact_hash=sha256_ref(b"checkout@1.5.0-rc.1"), canary_passed=True),
     BuildInfo(version="1.5.0", artifact_hash=sha256_ref(b"checkout@1.5.0"), canary_passed=False),
 ]
-PLACEMENT = place("local-eu", schemas=("2",), image="w:1")
+PLACEMENT = place("local-eu", schemas=("3",), image="w:1")
 
 
 def _at(minutes: int) -> dt.datetime:

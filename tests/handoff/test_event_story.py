@@ -105,4 +105,4 @@ def test_the_trail_tells_the_whole_story(store: SqlStore, blobs: BlobStore) -> N
     for event_type in (EventType.STATE_RESTORED, EventType.RESUME_STARTED, EventType.RESUME_VERIFIED):
         event = by_type[event_type]
         assert (event.target_placement, event.target_epoch, event.release_id, event.state_schema) == (
-            "eu-b", 2, run.latest.release_id, "2")
+            "eu-b", 2, run.latest.release_id, "3")

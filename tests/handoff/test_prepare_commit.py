@@ -90,7 +90,7 @@ def test_new_owner_restores_resumes_and_confirms(store: SqlStore, blobs: BlobSto
     restored_event = one(store, run.run_id, EventType.STATE_RESTORED)
     assert (restored_event.checkpoint_id, restored_event.target_placement, restored_event.target_epoch) == (
         run.latest.checkpoint_id, "eu-b", 2)
-    assert restored_event.resume_boundary == "AUTHORIZED" and restored_event.state_schema == "2"
+    assert restored_event.resume_boundary == "AUTHORIZED" and restored_event.state_schema == "3"
     assert one(store, run.run_id, EventType.REVALIDATION_STARTED).detail["modes"] == {
         o.source: "REVALIDATE_LIVE_STATE" for o in run.observations}
     started = one(store, run.run_id, EventType.RESUME_STARTED)

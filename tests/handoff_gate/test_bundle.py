@@ -385,9 +385,9 @@ def test_too_many_members(target: Home, bundle: Path) -> None:
 
 def test_newer_schema_version_is_refused(target: Home, bundle: Path, tmp_path: Path) -> None:
     def change(manifest: dict) -> None:  # type: ignore[type-arg]
-        manifest["checkpoints"][0]["schema_version"] = "3"
+        manifest["checkpoints"][0]["schema_version"] = "4"
 
-    refused(target, edit_manifest(bundle, tmp_path / "v3.bundle", change), BundleSchemaVersionError, "'3' is unknown")
+    refused(target, edit_manifest(bundle, tmp_path / "v4.bundle", change), BundleSchemaVersionError, "'4' is unknown")
 
 
 def test_collision_with_a_different_stored_checkpoint(source: Home, target: Home, bundle: Path, tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_same_placement_other_worker_is_physical_with_nothing_to_redo(checkpoint
     assert decision.migration_class is MigrationClass.PHYSICAL
     assert decision.resume_mode is ResumeMode.RESUME_WITH_RECORDED_OBSERVATIONS
     assert decision.authority_ceiling is AuthorityLevel.VERIFY
-    assert decision.target_release_id == V7.release_id and decision.target_schema_version == "2"
+    assert decision.target_release_id == V7.release_id and decision.target_schema_version == "3"
     assert not (decision.requires_revalidation or decision.requires_reverification or decision.requires_reauthorization)
 
 

@@ -57,11 +57,11 @@ def test_old_reader_refuses_the_new_version_naming_both(blobs: BlobStore) -> Non
     with pytest.raises(SchemaVersionError) as caught:
         read_checkpoint(current.canonical(), reader_version="1")
     message = str(caught.value)
-    assert "version 2" in message and "version 1" in message and "newer" in message
+    assert "version 3" in message and "version 1" in message and "newer" in message
     assert read_checkpoint(as_v1(current).canonical(), reader_version="1").schema_version == "1"
 
 
-@pytest.mark.parametrize("version", ["3", "0", "", 2, None])
+@pytest.mark.parametrize("version", ["4", "0", "", 2, None])
 def test_unknown_versions_are_refused(blobs: BlobStore, version: object) -> None:
     document = chain(blobs, 1)[0].model_dump(mode="json")
     document["schema_version"] = version

@@ -142,7 +142,7 @@ def test_forged_capabilities_are_refused() -> None:
     service = _service()
     genuine = _issue(service)
     impostor = _issue(_service())  # same shape, another key
-    assert _reason(lambda: _verify(service, impostor.token)) == "forged"
+    assert _reason(lambda: _verify(service, impostor.token)) == "untrusted_key"  # another key: its kid is not trusted
     payload = jwt.decode(genuine.token, options={"verify_signature": False})
     other_alg = jwt.encode(payload, secrets.token_bytes(64), algorithm="HS512")
     assert _reason(lambda: _verify(service, other_alg)) == "forged"
@@ -255,7 +255,7 @@ def test_the_gateway_refuses_every_bad_capability_before_any_side_effect(
     )
     short = capability(authority, store, lease, ttl_s=0.2)
     cases = {
-        "forged": capability(other_key, store, lease).token,
+        "untrusted_key": capability(other_key, store, lease).token,
         "wrong_run": capability(authority, store, elsewhere).token,
         "wrong_epoch": old_epoch_cap.token,
         "wrong_artifact": capability(authority, store, lease, artifact=OTHER_ARTIFACT).token,

@@ -60,7 +60,7 @@ def test_a_stale_caller_is_refused_for_its_epoch_whatever_its_capability(
     assert gateway.submit(request(new, new_cap, "key-0", {"n": 0}, process="w2")).replayed is False
     with pytest.raises(CapabilityError) as forged_refusal:
         gateway.submit(request(new, forged, "key-0", {"n": 1}, process="w2"))
-    assert forged_refusal.value.reason == "forged"
+    assert forged_refusal.value.reason == "untrusted_key"
     with pytest.raises(PayloadMismatchError):
         gateway.submit(request(new, new_cap, "key-0", {"n": 1}, process="w2"))
     assert len(store.list_operations(run_id)) == 1 and len(target.effects) == 1

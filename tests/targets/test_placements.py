@@ -20,7 +20,7 @@ def test_the_defaults_differ_where_handoffs_care() -> None:
     v7, v8 = RELEASES["model-v7"].release_id, RELEASES["model-v8"].release_id
     assert any(p.supported_release_ids == (v8,) for p in placements)
     assert any(v7 in p.supported_release_ids for p in placements)
-    assert {p.readable_schema_versions for p in placements} >= {("1", "2"), ("2",)}
+    assert {p.readable_schema_versions for p in placements} >= {("1", "2", "3"), ("3",)}
     for placement in placements:
         assert placement.environment.placement == placement.name
         assert placement.environment.region == placement.region and placement.environment.provider == placement.provider

@@ -9,7 +9,7 @@ from baton.errors import CanonicalEncodingError, InvalidRefError
 from baton.identity import canonical_json, is_ref, parse_ref, ref_of, sha256_ref
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False, allow_infinity=False),
+    st.none() | st.booleans() | st.integers(-(2**53 - 1), 2**53 - 1) | st.text() | st.floats(allow_nan=False, allow_infinity=False),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
     max_leaves=20,
 )
@@ -55,7 +55,7 @@ def test_equal_values_hash_equal_regardless_of_key_order(value: object) -> None:
     assert ref_of(value) == ref_of(value)
 
 
-@given(st.dictionaries(st.text(min_size=1), st.integers(), min_size=1), st.integers())
+@given(st.dictionaries(st.text(min_size=1), st.integers(-(2**50), 2**50), min_size=1), st.integers(-(2**50), 2**50))
 def test_changing_a_field_changes_the_hash(value: dict[str, int], delta: int) -> None:
     key = sorted(value)[0]
     changed = {**value, key: value[key] + (delta or 1)}

@@ -1,0 +1,245 @@
+"""The authority service as its own process on loopback, and the clients that ask it for capabilities.
+
+One interface (`AuthorityClient.request`), two transports:
+
+- `LocalAuthorityClient`: the service in this process (tests, simulation);
+- `HttpAuthorityClient`: the service in `AuthorityServiceProcess`, a real
+  process (`python -m baton.authority_http --keys DIR --store URL`) that alone
+  opens the private key under `DIR/private/` (mode 0600 in a 0700 directory).
+
+Either way the decision is the service's: it reads the caller's lease and
+epoch from the store with the store's clock, takes the placement (and so its
+ceiling) from its own catalog by name, requires an approval bound to the exact
+artifact hash for external mutation, and binds the capability to one
+idempotency key. The caller sends only what it asks for.
+
+HTTP: `POST /capabilities`, `GET /keys` (the public JWKS), `GET /health`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from baton.authority import AuthorityService, Capability
+from baton.authority_keys import JWKS_FILE, KeyRing, TrustedKeys
+from baton.errors import AuthorityDeniedError, BatonError, TargetUnavailableError
+from baton.models.authority import AuthorityContext, AuthorityLevel
+from baton.models.placement import Placement
+from baton.store.base import SqlStore
+
+PORT_FILE = "port"
+
+
+class CapabilityRequest(BaseModel):
+    """What a worker asks the authority for: one operation, for one key, on one artifact."""
+
+    run_id: str = Field(min_length=1)
+    epoch: int = Field(ge=0)
+    owner: str = Field(min_length=1)
+    operation: str = Field(min_length=1)
+    artifact_hash: str | None = None
+    level: AuthorityLevel
+    placement: str = Field(min_length=1)
+    context: AuthorityContext
+    idempotency_key: str | None = None
+    ttl_s: float | None = Field(default=None, gt=0)
+
+
+class AuthorityClient(Protocol):
+    """How workers get capabilities; they never hold a signing key."""
+
+    def request(self, ask: CapabilityRequest) -> Capability: ...
+
+    def trusted_keys(self) -> TrustedKeys: ...
+
+
+def decide(service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement], ask: CapabilityRequest) -> Capability:
+    """The service's decision on one request (AuthorityDeniedError says which rule refused it)."""
+    placement = placements.get(ask.placement)
+    if placement is None:
+        raise AuthorityDeniedError(f"placement {ask.placement!r} is not in the authority's catalog")
+    return service.issue_checked(
+        store, run_id=ask.run_id, epoch=ask.epoch, owner=ask.owner, operation=ask.operation,
+        artifact_hash=ask.artifact_hash, level=ask.level, placement=placement, context=ask.context,
+        idempotency_key=ask.idempotency_key, ttl_s=ask.ttl_s,
+    )
+
+
+class LocalAuthorityClient:
+    """The authority service in this process, behind the same interface as the HTTP one."""
+
+    def __init__(self, service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement]) -> None:
+        self._service = service
+        self._store = store
+        self._placements = dict(placements)
+
+    def request(self, ask: CapabilityRequest) -> Capability:
+        return decide(self._service, self._store, self._placements, ask)
+
+    def trusted_keys(self) -> TrustedKeys:
+        return self._service.trusted_keys()
+
+
+class HttpAuthorityClient:
+    """The authority service over HTTP on loopback."""
+
+    approval_required_from = AuthorityLevel.EXTERNAL_MUTATE
+
+    def __init__(self, base_url: str, *, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, ask: CapabilityRequest) -> Capability:
+        """A capability, or AuthorityDeniedError with the service's reason."""
+        try:
+            response = self._http.post("/capabilities", content=ask.model_dump_json(),
+                                       headers={"content-type": "application/json"})
+        except httpx.HTTPError as exc:
+            raise TargetUnavailableError(f"authority service at {self.base_url} did not answer: {exc!r}") from exc
+        if response.status_code == 200:
+            return Capability.model_validate(response.json())
+        if response.status_code == 403:
+            raise AuthorityDeniedError(str(response.json().get("message", "denied")))
+        raise TargetUnavailableError(f"authority service: HTTP {response.status_code}: {response.text[:200]}")
+
+    def trusted_keys(self) -> TrustedKeys:
+        """The public keys the service signs with now (and retired ones still in their overlap)."""
+        response = self._http.get("/keys")
+        response.raise_for_status()
+        return TrustedKeys.from_jwks(response.json())
+
+
+def create_app(service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement]) -> FastAPI:
+    """The HTTP face of `service`."""
+    app = FastAPI(title="baton authority")
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "kid": service.active_kid}
+
+    @app.get("/keys")
+    def keys() -> dict[str, Any]:
+        return service.trusted_keys().to_jwks()
+
+    @app.post("/capabilities", response_model=None)
+    def capabilities(ask: CapabilityRequest) -> dict[str, Any] | JSONResponse:
+        try:
+            capability = decide(service, store, placements, ask)
+        except AuthorityDeniedError as exc:
+            return JSONResponse(status_code=403, content={"error": "denied", "message": str(exc)})
+        except BatonError as exc:
+            return JSONResponse(status_code=403, content={"error": type(exc).__name__, "message": str(exc)})
+        return capability.model_dump(mode="json")
+
+    return app
+
+
+class AuthorityServiceProcess:
+    """The authority service as a subprocess on a free loopback port; keys under `keys_dir`."""
+
+    def __init__(self, keys_dir: Path, store_url: str, *, catalog: Path | None = None) -> None:
+        self.keys_dir = Path(keys_dir)
+        self.store_url = store_url
+        self.catalog = catalog
+        self.url = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def jwks_path(self) -> Path:
+        """The public key set (readable by workers and targets)."""
+        return self.keys_dir / JWKS_FILE
+
+    def start(self, timeout_s: float = 30.0) -> AuthorityServiceProcess:
+        """Create the keys if needed (in this parent, before any worker starts), start, wait for /health."""
+        KeyRing.load_or_create(self.keys_dir)
+        port_file = self.keys_dir / PORT_FILE
+        port_file.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "baton.authority_http", "--keys", str(self.keys_dir), "--store", self.store_url]
+        if self.catalog is not None:
+            command += ["--catalog", str(self.catalog)]
+        log = open(self.keys_dir / "service.log", "ab")  # noqa: SIM115 - handed to the child
+        self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"authority exited with {self._proc.returncode}; see {self.keys_dir / 'service.log'}")
+            if port_file.exists():
+                self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
+                try:
+                    if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"authority service did not start within {timeout_s}s")
+
+    def client(self) -> HttpAuthorityClient:
+        return HttpAuthorityClient(self.url)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def __enter__(self) -> AuthorityServiceProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the authority on a free loopback port, written to `KEYS/port`."""
+    import uvicorn
+
+    from baton.placements import load_placements
+    from baton.store.factory import open_store
+
+    parser = argparse.ArgumentParser(description="Baton's authority service")
+    parser.add_argument("--keys", required=True, type=Path, help="directory of the signing keys (only this process reads it)")
+    parser.add_argument("--store", required=True, help="the SQL store URL whose leases the service checks")
+    parser.add_argument("--catalog", type=Path, default=None, help="placement catalog JSON (default: built-in)")
+    parser.add_argument("--max-ttl", type=float, default=300.0, help="longest capability lifetime, seconds")
+    args = parser.parse_args(argv)
+    service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl)
+    store = open_store(args.store)
+    placements = {p.name: p for p in load_placements(args.catalog)}
+    app = create_app(service, store, placements)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    staging = args.keys / (PORT_FILE + ".tmp")
+    staging.write_text(str(sock.getsockname()[1]))
+    os.replace(staging, args.keys / PORT_FILE)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -q -n 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test demo cli-demo faults bench dagster-dev clean distclean
+.PHONY: help install test layers demo cli-demo faults bench dagster-dev clean distclean
 
 help:
 	@echo "make install      create $(VENV) and install baton with the dev, bench and langgraph extras"
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
+	@echo "make layers       lint-imports: the layering contracts in pyproject.toml (also checked by make test)"
 	@echo "make demo         the platform: Dagster UI + daemon, dashboard, a live fleet with chaos (Ctrl-C stops all)"
 	@echo "make cli-demo     baton demo (a scripted run and a small fleet, no Dagster)"
 	@echo "make faults       baton faults"
@@ -35,6 +36,10 @@ install: $(STAMP)
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# tests/test_layering.py runs the same check inside `make test`.
+layers: install
+	$(BIN)/lint-imports --no-cache
 
 # Embedded defaults: Baton's store in ./.baton, Dagster's instance in ./.dagster_home (SQLite);
 # BATON_DATABASE_URL / DAGSTER_PG_URL (postgresql+psycopg2://...) select PostgreSQL instead.

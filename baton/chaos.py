@@ -22,7 +22,7 @@ there to move), then `extra_events` more at seeded times. At fire time,
 runs then on the affected placements: what the fleet coordinator consumes.
 What an event changes in the placement and release catalog (a reclaimed GPU,
 a refilled browser pool, a published release) is recorded through the
-catalog's calls by `baton.catalog.chaos_changes.record_chaos` when it fires.
+catalog's calls by `baton.chaos_catalog.record_chaos` when it fires.
 """
 
 from __future__ import annotations

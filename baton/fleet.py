@@ -20,7 +20,7 @@ would displace no run (its placement is empty right now) waits up to
 `chaos_patience_s` for one.
 
 Every move is exactly one call, `trigger_handoff(coordinator, request)` ->
-`HandoffCoordinator.handoff`, the coordinator built by `baton.handoff.dispatch` (which
+`HandoffCoordinator.handoff`, the coordinator built by `baton.runtime.dispatch` (which
 Dagster's `handoff_job` uses too), so a Dagster sensor can replace this loop as the
 trigger without a second handoff path. A run still active at the timeout is
 fenced (its epoch advanced), marked failed, and named in the summary.
@@ -35,12 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.catalog.chaos_changes import record_chaos
+from baton.chaos_catalog import record_chaos
 from baton.catalog.seed import hosted_placements
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffRequest
-from baton.handoff.dispatch import DispatchSettings, build_coordinator
+from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.models import AuthorityLevel, Event, EventType, Placement
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements

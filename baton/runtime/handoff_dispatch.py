@@ -14,13 +14,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from baton.handoff.coordinator import HandoffCoordinator, HandoffOutcome, HandoffRequest
-from baton.handoff.dispatch import dispatch
+from baton.runtime.dispatch import dispatch
 
 _RACES = ("epoch moved", "newer checkpoint")
 
 
 def trigger_handoff(coordinator: HandoffCoordinator, request: HandoffRequest) -> HandoffOutcome:
-    """Move one run: the single handoff path of the fleet (`baton.handoff.dispatch.dispatch`)."""
+    """Move one run: the single handoff path of the fleet (`baton.runtime.dispatch.dispatch`)."""
     return dispatch(coordinator, request)
 
 

@@ -10,7 +10,7 @@ from baton.catalog.changes import (
     current_placements,
     withdraw_release,
 )
-from baton.catalog.chaos_changes import CHAOS_ACTOR, record_chaos, refilled_image
+from baton.chaos_catalog import CHAOS_ACTOR, record_chaos, refilled_image
 from baton.catalog.releases import BETTER_RELEASE, RELEASES
 from baton.chaos import ChaosEvent, ChaosReason, ChaosSchedule, affected_placements
 from baton.placements import DEFAULT_PLACEMENTS, placement_named

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from baton.catalog.changes import CatalogChangeKind, catalog_changes_since, current_placements
-from baton.catalog.chaos_changes import CHAOS_ACTOR
+from baton.chaos_catalog import CHAOS_ACTOR
 from baton.fleet import FleetConfig, run_fleet
 from baton.placements import placement_named
 from baton.store.factory import open_store

@@ -20,7 +20,7 @@ from baton.ownership import Coordinator, LeaseHolder
 from baton.store.factory import open_store
 from baton.targets.ledger_target import LedgerTargetClient
 
-from .support import TARGET, capability, request
+from builders.authority import TARGET, capability, request
 
 WAIT_S = 120.0
 

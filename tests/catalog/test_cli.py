@@ -13,7 +13,7 @@ from baton.catalog.releases import OLDER_RELEASE, RELEASES
 from baton.cli import app
 from baton.store.base import SqlStore
 
-from .conftest import Backend
+from builders.fixtures import Backend
 
 V7 = RELEASES[OLDER_RELEASE]
 

@@ -9,7 +9,7 @@ from baton.catalog.manifests import CatalogManifests
 from baton.catalog.releases import OLDER_RELEASE, RELEASES
 from baton.store.base import SqlStore
 
-from .conftest import Backend
+from builders.fixtures import Backend
 
 V7 = RELEASES[OLDER_RELEASE]
 V9 = V7.model_copy(update={"model": "scripted-model-v8", "prompt_bundle": "reference-prompts-4"})

@@ -21,7 +21,7 @@ from baton.store.factory import open_store
 from baton.targets.deploy_service import count_side_effects, read_effects
 from baton.targets.service_process import target_data_dir
 
-from .support import wait_for
+from builders.live import wait_for
 
 
 @dataclass(frozen=True)

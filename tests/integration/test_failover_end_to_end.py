@@ -19,7 +19,7 @@ from baton.platform_procs import ProcessSet
 from baton.platform_up import PlatformConfig, prepare_dagster_home, service_specs
 
 from .failover import kill_a_deploy_worker_and_follow, start_fleet, stop_fleet
-from .support import wait_for
+from builders.live import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

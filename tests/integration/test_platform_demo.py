@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from baton.platform_gql import answers, daemons_healthy, http_ok
-from .support import wait_for
+from builders.live import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 

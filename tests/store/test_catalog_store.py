@@ -14,7 +14,7 @@ from baton.models.events import CATALOG_EVENT_RUN_ID
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.store.base import SqlStore
 
-from .conftest import Backend
+from builders.fixtures import Backend
 
 
 def test_concurrent_seeders_seed_once(backend: Backend) -> None:

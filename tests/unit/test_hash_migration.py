@@ -33,7 +33,8 @@ def legacy_home(tmp_path: Path) -> Path:
 
 
 def _migrate(source_home: Path, dest_home: Path) -> list:
-    source, dest = SqliteStore(source_home / "baton.db"), SqliteStore(dest_home / "baton.db")
+    # The source is only read: not even a newer schema migration is applied to it.
+    source, dest = SqliteStore(source_home / "baton.db", migrate=False), SqliteStore(dest_home / "baton.db")
     try:
         return migrate_store(source, BlobStore(source_home / "blobs"), dest, BlobStore(dest_home / "blobs"),
                              known=RELEASES.values())

@@ -122,25 +122,42 @@ def gateway_placement() -> Any:
 
 
 @contextmanager
-def bench_authority(db_url: str, scratch: Path) -> Iterator[str]:
-    """The authority service as its own process over `db_url` (keys in a new directory under `scratch`)."""
-    from baton.authority_http import AuthorityServiceProcess
+def bench_authority(db_url: str, scratch: Path) -> Iterator[Callable[[str, str], dict[str, str]]]:
+    """The authority service as its own process over `db_url` (keys in a new directory under `scratch`).
+
+    Yields `access(owner, run_id)`: what one bench worker needs from its
+    supervisor (this parent): the service URL, a secret provisioned for
+    `owner`, and an approval for the bench artifact signed with the approver's key.
+    """
+    import datetime as dt
+
+    from baton.approval_signing import sign_approval
+    from baton.authority_http import APPROVER_DIR, AuthorityServiceProcess
+    from baton.authority_keys import KeyRing
+    from baton.models import Approval, AuthorityLevel
     from baton.placements import dump_placements
 
     keys = Path(tempfile.mkdtemp(prefix="authority-", dir=scratch))
     dump_placements([gateway_placement()], keys.parent / f"{keys.name}-placements.json")
     with AuthorityServiceProcess(keys, db_url, catalog=keys.parent / f"{keys.name}-placements.json") as process:
-        yield process.url
+        approver = KeyRing.load(keys / APPROVER_DIR).active
+
+        def access(owner: str, run_id: str) -> dict[str, str]:
+            approval = Approval(approval_id=f"approval-{run_id}", operation=OPERATION, artifact_hash=artifact_hash(),
+                                level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="bench",
+                                expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=2))
+            return {"authority_url": process.url, "secret": process.provision(owner),
+                    "approval": sign_approval(approval, approver).model_dump_json()}
+
+        yield access
 
 
-def open_gateway(url: str, run_id: str, owner: str, authority_url: str) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
+def open_gateway(url: str, run_id: str, owner: str, access: dict[str, str]) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
     """A worker's store, gateway (verifying with public keys) and target, and how it asks for a capability per key.
 
     The worker holds no signing key: each mutation's capability comes from the
     authority service over HTTP, bound to that mutation's idempotency key.
     """
-    import datetime as dt
-
     from baton.authority import CapabilityVerifier
     from baton.authority_http import CapabilityRequest, HttpAuthorityClient
     from baton.gateway import MutationGateway
@@ -148,19 +165,14 @@ def open_gateway(url: str, run_id: str, owner: str, authority_url: str) -> tuple
     from baton.store.factory import open_store
 
     store = open_store(url, migrate=False)
-    authority = HttpAuthorityClient(authority_url)
+    authority = HttpAuthorityClient(access["authority_url"], caller=owner, secret=access["secret"])
     target = InProcessFencedTarget()
     gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET_NAME: target})
     lease = store.get_lease(run_id)
     if lease.owner != owner:
         raise RuntimeError(f"run {run_id} is held by {lease.owner!r}, not {owner!r}")
-    now = store.db_now()
-    context = AuthorityContext(
-        level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="bench-policy",
-        approvals=(Approval(approval_id=f"approval-{run_id}", operation=OPERATION, artifact_hash=artifact_hash(),
-                            level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="bench",
-                            expires_at=now + dt.timedelta(hours=2)),),
-    )
+    context = AuthorityContext(level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="bench-policy",
+                               approvals=(Approval.model_validate_json(access["approval"]),))
     ask = CapabilityRequest(run_id=run_id, epoch=lease.epoch, owner=owner, operation=OPERATION,
                             artifact_hash=artifact_hash(), level=AuthorityLevel.EXTERNAL_MUTATE,
                             placement=gateway_placement().name, context=context)
@@ -222,7 +234,7 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
     """One gateway process (spawned): set up, report ready, then submit until the window closes."""
     owner = spec["owner"]
     try:
-        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["authority_url"])
+        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["access"])
         run_id, epoch = spec["run_id"], lease.epoch
         stale = bool(spec.get("stale"))
         held = issue(f"{owner}:0")  # the stale worker keeps the one capability it got before it was fenced
@@ -467,19 +479,20 @@ def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch:
         store = open_store(db.url)
         stack.callback(store.close)
         coordinator = Coordinator(store, name="bench-scheduler")
-        authority_url = stack.enter_context(bench_authority(db.url, scratch))
+        access = stack.enter_context(bench_authority(db.url, scratch))
         specs = []
         for index in range(concurrency):
             run_id, owner = f"gw-run-{index}", f"worker-{index}"
             store.create_run(run_id, RunKind.DEPLOY, release, "bench-gateway")
             assert coordinator.grant(run_id, owner, ttl_s=3600) is not None
-            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "authority_url": authority_url,
+            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "access": access(owner, run_id),
                           "duration_s": duration_s, "warmup": warmup})
         stale_run = "gw-stale-run"
         store.create_run(stale_run, RunKind.DEPLOY, release, "bench-gateway")
         stale_lease = coordinator.grant(stale_run, "stale-worker", ttl_s=3600)
         assert stale_lease is not None
-        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker", "authority_url": authority_url,
+        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker",
+                      "access": access("stale-worker", stale_run),
                       "duration_s": duration_s, "stale": True})
 
         def advance_stale_epoch() -> None:

@@ -4,6 +4,8 @@
 when the run presents passing verifier evidence bound to the very artifact
 hash to be acted on, and only up to the level the policy allows for that
 operation. The approval expires; nothing about it is a credential.
+Live, that policy runs in the authority process and signs with the approver's
+key; workers reach it through `AuthorityApprover`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from baton.authority_http import ApprovalAsk, HttpAuthorityClient
+from baton.errors import AuthorityDeniedError, CallerUnauthenticatedError
 from baton.models import Approval, AuthorityLevel, VerifierEvidence
 
 
@@ -61,3 +65,24 @@ class PolicyApprover:
             approved_by=self.name,
             expires_at=request.now + dt.timedelta(seconds=self.ttl_s),
         )
+
+
+class AuthorityApprover:
+    """The worker's side of the approver role: it asks the authority process, whose approver key signs.
+
+    The worker never holds an approver key; a refusal by policy is None, as from any approver.
+    """
+
+    def __init__(self, client: HttpAuthorityClient, owner: str) -> None:
+        self.client = client
+        self.owner = owner
+
+    def approve(self, request: ApprovalRequest) -> Approval | None:
+        ask = ApprovalAsk(run_id=request.run_id, owner=self.owner, operation=request.operation,
+                          artifact_hash=request.artifact_hash, level=request.level, evidence=list(request.evidence))
+        try:
+            return self.client.approve(ask)
+        except CallerUnauthenticatedError:
+            raise
+        except AuthorityDeniedError:
+            return None

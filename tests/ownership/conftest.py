@@ -1,19 +1,19 @@
-"""Fixtures for the ownership tests: a store URL per backend, a signing key, and one ledger service."""
+"""Fixtures for the ownership tests: a store URL per backend, the authority, and one ledger service."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from baton.authority import AuthorityService
+from baton.authority_keys import KeyRing
 from baton.store.base import SqlStore
 from baton.store.factory import open_store
 from baton.targets.ledger_target import LedgerTargetProcess
 
-from .support import KEY_ENV
+from .worker_authority import WorkerAuthority
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -36,16 +36,18 @@ def store(store_url: str) -> Iterator[SqlStore]:
 
 
 @pytest.fixture
-def signing_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A signing key in the environment (worker processes inherit it)."""
-    key = secrets.token_hex(32)
-    monkeypatch.setenv(KEY_ENV, key)
-    return key
+def authority(tmp_path: Path) -> AuthorityService:
+    """The test's own (in-process) authority; its keys are the ones `worker_authority` serves."""
+    return AuthorityService(KeyRing.load_or_create(tmp_path / "authority"))
 
 
 @pytest.fixture
-def authority(signing_key: str) -> AuthorityService:
-    return AuthorityService.from_config()
+def worker_authority(
+    authority: AuthorityService, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorkerAuthority]:
+    """The authority as a process for worker processes, which can reach nothing else to get a capability."""
+    with WorkerAuthority.start(tmp_path / "authority", store_url, monkeypatch) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

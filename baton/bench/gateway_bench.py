@@ -242,7 +242,8 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
             for n in range(spec.get("warmup", WARMUP_OPS)):
                 key = f"{owner}:warm:{n}"
                 gateway.submit(mutation(run_id, epoch, issue(key), key, n, owner))
-        pid = int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
+        # SQLite has no server process: its work is in this one, counted as client CPU.
+        pid = None if spec.get("backend") == "sqlite" else int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
         ready.put(("ready", owner))
         start = _wait_start(go, start_at)
         deadline = start + spec["duration_s"]
@@ -467,15 +468,33 @@ def floor_round(server_url: str, concurrency: int, duration_s: float, repetition
                           checks=(f"{recorded} rows stored = operations reported",))
 
 
+@dataclass(frozen=True)
+class SqliteDatabase:
+    """A fresh SQLite store file (what `gateway_round` uses for the SQLite backend)."""
+
+    url: str
+
+
+@contextmanager
+def sqlite_database(scratch: Path) -> Iterator[SqliteDatabase]:
+    directory = Path(tempfile.mkdtemp(prefix="gwbench-sqlite-", dir=scratch))
+    try:
+        yield SqliteDatabase(f"sqlite:///{directory / 'baton.db'}")
+    finally:
+        shutil.rmtree(directory, True)
+
+
 def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch: Path, repetition: int = 0,
-                  warmup: int = WARMUP_OPS) -> RoundResult:
+                  warmup: int = WARMUP_OPS, backend: Literal["postgresql", "sqlite"] = "postgresql") -> RoundResult:
+    """One gateway round on a fresh database: PostgreSQL on `server_url`, or a SQLite file (`server_url` unused)."""
     from baton.agents.releases import RELEASES
     from baton.models import EventType, RunKind
     from baton.ownership import Coordinator
     from baton.store.factory import open_store
 
     release = RELEASES["model-v7"].release_id
-    with fresh_database(server_url, prefix="gwbench") as db, ExitStack() as stack:
+    database = sqlite_database(scratch) if backend == "sqlite" else fresh_database(server_url, prefix="gwbench")
+    with database as db, ExitStack() as stack:
         store = open_store(db.url)
         stack.callback(store.close)
         coordinator = Coordinator(store, name="bench-scheduler")
@@ -486,14 +505,14 @@ def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch:
             store.create_run(run_id, RunKind.DEPLOY, release, "bench-gateway")
             assert coordinator.grant(run_id, owner, ttl_s=3600) is not None
             specs.append({"url": db.url, "run_id": run_id, "owner": owner, "access": access(owner, run_id),
-                          "duration_s": duration_s, "warmup": warmup})
+                          "duration_s": duration_s, "warmup": warmup, "backend": backend})
         stale_run = "gw-stale-run"
         store.create_run(stale_run, RunKind.DEPLOY, release, "bench-gateway")
         stale_lease = coordinator.grant(stale_run, "stale-worker", ttl_s=3600)
         assert stale_lease is not None
         specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker",
                       "access": access("stale-worker", stale_run),
-                      "duration_s": duration_s, "stale": True})
+                      "duration_s": duration_s, "stale": True, "backend": backend})
 
         def advance_stale_epoch() -> None:
             """The stale worker holds its lease and capability: move its run to a successor under it."""
@@ -663,3 +682,18 @@ def run_gateway_bench(
             LevelResult(level, tuple(rounds[("gateway", level)]), tuple(rounds[("floor", level)])) for level in levels
         )
         return GatewayRun(levels, duration_s, repeat, results, server.origin, profile=profile, server_settings=settings)
+
+
+def run_sqlite_gateway_rounds(
+    concurrency: Sequence[int], *, duration_s: float, repeat: int, workdir: Path | None = None,
+    warmup: int = WARMUP_OPS,
+) -> list[RoundResult]:
+    """Gateway rounds on SQLite (no floor: the floor is a bare psycopg loop), `repeat` at each level."""
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="baton-bench-gateway-sqlite-", dir=workdir))
+    try:
+        return [gateway_round("", level, duration_s, scratch, repetition, warmup, backend="sqlite")
+                for level in sorted(set(concurrency)) for repetition in range(repeat)]
+    finally:
+        shutil.rmtree(scratch, True)

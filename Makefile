@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -q -n 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test demo faults bench dagster-dev clean distclean
+.PHONY: help install test layers demo faults bench dagster-dev clean distclean
 
 help:
 	@echo "make install      create $(VENV) and install baton with the dev, bench and langgraph extras"
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
+	@echo "make layers       lint-imports: the layering contracts in pyproject.toml (also checked by make test)"
 	@echo "make demo         baton demo"
 	@echo "make faults       baton faults"
 	@echo "make bench        baton bench all --out docs (every benchmark; rewrites docs/benchmarks.md)"
@@ -34,6 +35,10 @@ install: $(STAMP)
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# tests/test_layering.py runs the same check inside `make test`.
+layers: install
+	$(BIN)/lint-imports --no-cache
 
 demo: install
 	$(BIN)/baton demo

@@ -10,7 +10,8 @@ Import trusts nothing in the file. It reads the whole archive into memory
 under size limits, and refuses path-like or unknown member names, links,
 devices, duplicates, truncation, hash mismatches, unlisted or unreachable
 blobs, broken checkpoint chains, unreadable schema versions, constraints that
-forbid the receiving placement, and collisions with different checkpoints
+forbid the receiving placement (checked by `baton.bundle_admission`, which
+holds the portability and signed-approval rules), and collisions with different checkpoints
 already stored. Only when every check passed does it write: blobs first (they
 are content addressed, so a crash leaves nothing meaningful behind), then the
 run and its checkpoints. Importing the same bundle twice writes nothing new.
@@ -32,20 +33,15 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, ValidationError
 
-from baton.approval_signing import verify_approval
-from baton.authority_keys import TrustedKeys
 from baton.checkpoints import restore
 from baton.errors import (
-    ApprovalError,
     BlobNotFoundError,
-    BundleApprovalError,
     BundleConflictError,
     BundleDuplicateMemberError,
     BundleError,
     BundleManifestError,
     BundleMemberNameError,
     BundleMemberTypeError,
-    BundlePlacementError,
     BundleTamperedError,
     BundleTooLargeError,
     BundleTruncatedError,
@@ -57,7 +53,6 @@ from baton.errors import (
 )
 from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
-from baton.portability import constraint_violations
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
@@ -415,56 +410,28 @@ def _verify_restorable(
     return sources
 
 
-def _check_approvals(checkpoints: Sequence[ExecutionCheckpoint], view: _MemoryBlobs, approvers: TrustedKeys) -> None:
-    """Every approval in the bundle is signed by a trusted approver and bound to one of the run's artifacts.
-
-    Expiry is not judged here: a finished run's old approvals have lapsed, and
-    resuming or issuing judges them at their own time.
-    """
-    for checkpoint in checkpoints:
-        parts = restore(view, checkpoint).parts
-        artifacts = {candidate.artifact_hash for candidate in parts.candidates}
-        for approval in parts.authority.approvals:
-            try:
-                verify_approval(approval, approvers, artifacts=artifacts)
-            except ApprovalError as exc:
-                raise BundleApprovalError(f"checkpoint {checkpoint.checkpoint_id}: {exc}", reason=exc.reason) from None
-
-
-def _check_placement(
-    checkpoints: Sequence[ExecutionCheckpoint], sources: Mapping[str, Placement], placement: Placement | None
-) -> None:
-    refusals: list[str] = []
-    for checkpoint in checkpoints:
-        found = constraint_violations(checkpoint.constraints, placement, source=sources[checkpoint.checkpoint_id])
-        if found:
-            refusals.append(f"{checkpoint.checkpoint_id}: {', '.join(found)}")
-    if refusals:
-        where = "an unspecified placement" if placement is None else f"placement {placement.name!r}"
-        raise BundlePlacementError(f"bundle constraints forbid {where}: " + "; ".join(refusals))
-
-
 @dataclass(frozen=True)
 class VerifiedBundle:
-    """A bundle that passed every check, ready to be written."""
+    """A bundle whose file, blobs and checkpoints passed every integrity check.
+
+    Whether its constraints admit a placement is not decided here
+    (`baton.bundle_admission` applies the portability rules before writing).
+    """
 
     manifest: BundleManifest
     manifest_ref: str
     checkpoints: tuple[ExecutionCheckpoint, ...]
     blobs: Mapping[str, bytes]
+    sources: Mapping[str, Placement]
+    """Checkpoint id -> the placement its state was sealed on."""
+
+    def blob_view(self) -> BlobStore:
+        """A read-only blob store over the bundle's own blobs (for checks before anything is written)."""
+        return _MemoryBlobs(self.blobs)
 
 
-def verify_bundle(
-    path: Path | str,
-    *,
-    placement: Placement | None,
-    limits: BundleLimits = BundleLimits(),
-    approvers: TrustedKeys | None = None,
-) -> VerifiedBundle:
-    """Run every check of an import without touching any store; raise a BundleError subclass on failure.
-
-    With `approvers`, every approval the bundle carries must verify under them (`BundleApprovalError`).
-    """
+def read_bundle(path: Path | str, *, limits: BundleLimits = BundleLimits()) -> VerifiedBundle:
+    """Run every integrity check of an import without touching any store; raise a BundleError subclass on failure."""
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         raise BundleMemberTypeError(f"bundle {path} is not a regular file")
@@ -479,11 +446,9 @@ def verify_bundle(
     checkpoints = _read_checkpoints(manifest)
     view = _MemoryBlobs(blobs)
     sources = _verify_restorable(checkpoints, view)
-    _check_placement(checkpoints, sources, placement)
-    if approvers is not None:
-        _check_approvals(checkpoints, view, approvers)
     return VerifiedBundle(
-        manifest=manifest, manifest_ref=sha256_ref(members[MANIFEST_NAME]), checkpoints=checkpoints, blobs=blobs
+        manifest=manifest, manifest_ref=sha256_ref(members[MANIFEST_NAME]), checkpoints=checkpoints, blobs=blobs,
+        sources=sources,
     )
 
 
@@ -517,22 +482,12 @@ def _plan_store_writes(store: SqlStore, bundle: VerifiedBundle) -> tuple[bool, l
     return run is None, new, present
 
 
-def import_bundle(
-    store: SqlStore,
-    blobs: BlobStore,
-    path: Path | str,
-    *,
-    placement: Placement | None,
-    limits: BundleLimits = BundleLimits(),
-    approvers: TrustedKeys | None = None,
-) -> ImportReport:
-    """Verify a bundle completely, then import it; on any failure nothing is written.
+def write_bundle(store: SqlStore, blobs: BlobStore, bundle: VerifiedBundle, *, placement_name: str | None) -> ImportReport:
+    """Write a verified bundle: blobs first, then the run (on `placement_name`) and its new checkpoints.
 
-    `placement` is where the run will live; None means unknown, which only
-    unconstrained checkpoints accept. Idempotent: checkpoints already stored
-    with the same hash are skipped.
+    Refuses a collision with different stored checkpoints before anything is
+    written. Idempotent: checkpoints already stored with the same hash are skipped.
     """
-    bundle = verify_bundle(path, placement=placement, limits=limits, approvers=approvers)
     create, new, present = _plan_store_writes(store, bundle)
     written = 0
     for ref, data in sorted(bundle.blobs.items()):
@@ -545,7 +500,7 @@ def import_bundle(
             run_id,
             bundle.checkpoints[0].run_kind,
             bundle.checkpoints[-1].release_id,
-            None if placement is None else placement.name,
+            placement_name,
             detail={"imported_bundle_manifest": bundle.manifest_ref},
         )
     for checkpoint in new:

@@ -7,7 +7,8 @@ it re-derives what is derivable and compares it, field by field, with what
 was recorded:
 
 * candidates: the artifact is re-derived by the pure function of its kind
-  (`baton.replay_derivers`) under the checkpoint's behavioral release (or the
+  (a `baton.replay_derivers.Deriver` the caller supplies; the reference
+  agents' are `baton.agents.derivers.DERIVERS`) under the checkpoint's behavioral release (or the
   release given for a counterfactual replay) from the recorded observations it
   was built from; the replayed hash must equal the recorded one;
 * evidence: the verifier runs again on the replayed bytes; its result must
@@ -25,8 +26,8 @@ was recorded:
   altered or missing blob is reported as a `recorded_blob` divergence.
 
 Replayable: observations (always USE_RECORDED_OBSERVATION, never fetched
-again), candidates of the kinds in `DERIVERS` (research reports, deployment
-specs), their verifiers, approval binding, operation identity and the
+again), candidates of the kinds the caller's derivers cover (for the reference
+agents: research reports, deployment specs), their verifiers, approval binding, operation identity and the
 lifecycle they imply. Not replayable, and taken as recorded: live external
 state, anything a target did (the ledger's recorded outcomes stand in),
 approvals themselves (who approved, when), reconciliation answers, candidates
@@ -47,9 +48,9 @@ from pydantic import Field
 from baton.checkpoints import RestoredRun, restore
 from baton.errors import BatonError, BlobNotFoundError, IntegrityError, RecordNotFoundError
 from baton.identity import canonical_json, sha256_ref
-from baton.models import Boundary, Candidate, ExecutionCheckpoint, Observation, OperationState, Record
+from baton.models import Boundary, Candidate, ExecutionCheckpoint, Observation, OperationState, Record, VerdictResult
 from baton.models.release import BehavioralRelease
-from baton.replay_derivers import CANDIDATE_INPUTS_KEY, DERIVERS, DROPPED_KEY, TASK_KEY, Inputs
+from baton.replay_derivers import CANDIDATE_INPUTS_KEY, DROPPED_KEY, TASK_KEY, Derivers, Inputs
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 
@@ -130,8 +131,10 @@ def valid_refs_at(restored: RestoredRun, at: dt.datetime) -> list[str]:
 class _Replayer:
     """Walks a run's checkpoints after a starting one, holding the replayed state."""
 
-    def __init__(self, blobs: Blobs, start: RestoredRun, release: BehavioralRelease | None) -> None:
+    def __init__(self, blobs: Blobs, start: RestoredRun, release: BehavioralRelease | None,
+                 derivers: Derivers) -> None:
         self.blobs = blobs
+        self.derivers = derivers
         self.release = release
         self.hash_of: dict[str, str | None] = {c.artifact_hash: c.artifact_hash for c in start.parts.candidates}
         self.bytes_of: dict[str, bytes] = {}
@@ -212,7 +215,7 @@ class _Replayer:
         if self.release is None and candidate.produced_by_release != release.release_id:
             self._diverge(ckpt, "release", candidate.produced_by_release, release.release_id,
                           f"{candidate.candidate_id} claims another release than the checkpoint it was sealed in")
-        deriver = DERIVERS.get(candidate.kind)
+        deriver = self.derivers.get(candidate.kind)
         if deriver is None:
             notes.append(f"{candidate.candidate_id}: kind {candidate.kind!r} has no pure derivation; taken as recorded")
             self.hash_of[candidate.artifact_hash] = candidate.artifact_hash
@@ -256,7 +259,7 @@ class _Replayer:
         if replayed_hash != recorded_hash:
             self._diverge(ckpt, "evidence_binding", recorded_hash, replayed_hash,
                           "the recorded evidence verified another artifact than the replayed one")
-        deriver = DERIVERS.get(candidate.kind)
+        deriver = self.derivers.get(candidate.kind)
         if deriver is None:
             self.passed[replayed_hash] = recorded_pass
             return
@@ -267,8 +270,9 @@ class _Replayer:
         if artifact is None or inputs is None:
             return
         verdict = deriver.verify(artifact, inputs, valid_refs_at(cur, at))
-        self.passed[replayed_hash] = verdict.passed
-        if verdict.passed != recorded_pass:
+        passed = verdict.result is VerdictResult.PASS
+        self.passed[replayed_hash] = passed
+        if passed != recorded_pass:
             self._diverge(ckpt, "evidence_result", "PASS" if recorded_pass else "FAIL", verdict.result.value,
                           f"{verdict.verifier_version}: {verdict.detail}")
 
@@ -330,10 +334,13 @@ def replay_run(
     run_id: str,
     from_checkpoint: str,
     *,
+    derivers: Derivers,
     release: BehavioralRelease | None = None,
 ) -> ReplayReport:
     """Re-execute `run_id` from `from_checkpoint` (an id or a seq) and compare with the record.
 
+    `derivers` re-derive candidates by kind (the runtime supplies them, e.g.
+    `baton.agents.derivers.DERIVERS`); other kinds are taken as recorded.
     `release` replaces every checkpoint's release (a counterfactual replay).
     Raises ReplayError when the run or checkpoint is unknown, or the starting
     checkpoint itself does not restore; everything later is reported, not raised.
@@ -343,7 +350,7 @@ def replay_run(
         start = restore(blobs, chain[index])
     except BatonError as exc:
         raise ReplayError(f"checkpoint {chain[index].checkpoint_id} does not restore: {exc}") from exc
-    replayer = _Replayer(blobs, start, release)
+    replayer = _Replayer(blobs, start, release, derivers)
     steps: list[ReplayStep] = []
     previous = start
     for checkpoint in chain[index + 1:]:

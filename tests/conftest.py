@@ -12,6 +12,10 @@ PostgreSQL (see ``pg.py``):
 Tests that use either fixture get the ``postgres`` marker automatically, so
 ``-m "not postgres"`` deselects them.
 
+The shared builders live in ``builders/`` (see its ``__init__``); its
+fixtures (a store per backend, blobs, a signing key, an authority) are
+registered here for every suite.
+
 ``baton`` must not be imported here at import time (only inside fixtures).
 """
 
@@ -28,6 +32,8 @@ if _TESTS_DIR not in sys.path:  # e.g. under --import-mode=importlib
     sys.path.insert(0, _TESTS_DIR)
 
 import pg  # noqa: E402
+
+pytest_plugins = ("builders.fixtures",)
 
 
 def _unavailable(reason: str) -> None:

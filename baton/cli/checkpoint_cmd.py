@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from baton.bundle import export_run, import_bundle, reachable_refs
+from baton.bundle import export_run, reachable_refs
+from baton.bundle_admission import import_bundle
 from baton.checkpoints import restore
 from baton.errors import BatonError
 from baton.models import Placement

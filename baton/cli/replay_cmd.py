@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from baton.agents.derivers import DERIVERS
 from baton.agents.releases import release_named
 from baton.replay import ReplayError, ReplayReport, replay_run, report_json, summary_counts
 from baton.store.factory import baton_home, open_blobs, open_store
@@ -67,7 +68,8 @@ def register(app: typer.Typer) -> None:
         store = open_store(None, home)
         try:
             override = None if release is None else release_named(release)
-            report = replay_run(store, open_blobs(home), run_id, from_checkpoint, release=override)
+            report = replay_run(store, open_blobs(home), run_id, from_checkpoint, derivers=DERIVERS,
+                                release=override)
         except (ReplayError, KeyError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             _errors.print(f"[red]replay failed[/red]: {message}", highlight=False)

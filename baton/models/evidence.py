@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import Field, JsonValue
 
@@ -14,6 +15,19 @@ class VerdictResult(StrEnum):
     PASS = "PASS"
     FAIL = "FAIL"
     ERROR = "ERROR"
+
+
+class VerdictLike(Protocol):
+    """What a verifier returns (e.g. `baton.agents.verifiers.Verdict`): the SDK and replay read only this."""
+
+    @property
+    def result(self) -> VerdictResult: ...
+
+    @property
+    def detail(self) -> str: ...
+
+    @property
+    def verifier_version(self) -> str: ...
 
 
 class VerifierEvidence(Record):

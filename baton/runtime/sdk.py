@@ -27,7 +27,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, NamedTuple, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn
 
 from pydantic import JsonValue
 
@@ -56,9 +56,9 @@ from baton.models import (
     RunKind,
     SourceAuthority,
     UseMode,
-    VerdictResult,
     VerifierEvidence,
 )
+from baton.models.evidence import VerdictLike
 from baton.runtime import memory_keys as keys
 from baton.runtime.approvals import ApprovalRequest
 from baton.runtime.commit import commit_operation
@@ -86,19 +86,6 @@ class ObservedContent(NamedTuple):
     observation: Observation
     content: bytes
     ref: str
-
-
-class VerdictLike(Protocol):
-    """What a verifier returns (e.g. `baton.agents.verifiers.Verdict`)."""
-
-    @property
-    def result(self) -> VerdictResult: ...
-
-    @property
-    def detail(self) -> str: ...
-
-    @property
-    def verifier_version(self) -> str: ...
 
 
 def _scan(label: str, content: bytes) -> None:

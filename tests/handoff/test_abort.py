@@ -16,7 +16,7 @@ from baton.models import AuthorityLevel, Boundary, EventType, PortabilityConstra
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import SOURCE, V7, V8, events, one, place, seed_run
+from builders.handoff import SOURCE, V7, V8, events, one, place, seed_run
 
 
 def mover(store: SqlStore, blobs: BlobStore, *placements, **options) -> HandoffCoordinator:

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from unittest import mock
 
 from baton.handoff import HandoffCoordinator, HandoffRequest, PreparedHandoff, prepare_resume
 from baton.models import Boundary, EventType
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
-from baton.store.core import StoreCore
 
-from .support import PEER, SOURCE, events, seed_run
-
-
-@contextmanager
-def write_transactions() -> Iterator[list[bool]]:
-    opened: list[bool] = []
-    original = StoreCore._tx
-
-    @contextmanager
-    def tx(store: StoreCore, write: bool = True) -> Iterator[object]:
-        opened.append(write)
-        with original(store, write) as handle:
-            yield handle
-
-    with mock.patch.object(StoreCore, "_tx", tx):
-        yield opened
+from builders.handoff import PEER, SOURCE, events, seed_run
+from builders.rows import counted_transactions as write_transactions
 
 
 def test_each_phase_commits_its_events_together_in_order(store: SqlStore, blobs: BlobStore) -> None:

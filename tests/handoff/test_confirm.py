@@ -22,7 +22,7 @@ from baton.models import (
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import SOURCE, V7, V8, SeededRun, events, place, seed_run
+from builders.handoff import SOURCE, V7, V8, SeededRun, events, place, seed_run
 
 SANDBOX = place("sandbox", ceiling=AuthorityLevel.SANDBOX_MUTATE)
 

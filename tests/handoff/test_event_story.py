@@ -20,7 +20,7 @@ from baton.models import Boundary, BudgetLedger, Event, EventType
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import SOURCE, V8, SeededRun, place, seed_run
+from builders.handoff import SOURCE, V8, SeededRun, place, seed_run
 
 SEC24 = [
     EventType.CHECKPOINT_STARTED, EventType.CHECKPOINT_SEALED, EventType.HANDOFF_REQUESTED, EventType.SOURCE_QUIESCED,

@@ -15,7 +15,7 @@ from baton.models import Boundary, EventType
 from baton.store.blobs import BlobStore
 from baton.store.factory import open_store
 
-from .support import SOURCE, V8, place, seed_run
+from builders.handoff import SOURCE, V8, place, seed_run
 
 
 def test_story_of_an_aborted_then_committed_handoff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from baton.models import AuthorityLevel, Boundary, EventType
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import PEER, SOURCE, events, one, place, seed_run
+from builders.handoff import PEER, SOURCE, events, one, place, seed_run
 
 SEC24_FIELDS = ("run_id", "checkpoint_id", "source_placement", "target_placement", "source_epoch", "target_epoch",
                 "release_id", "state_schema", "reason", "compatibility_decision", "authority_before",

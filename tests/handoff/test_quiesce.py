@@ -16,7 +16,7 @@ from baton.models import Boundary, EventType, ExecutionCheckpoint
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import SOURCE, SeededRun, events, one, place, seed_run
+from builders.handoff import SOURCE, SeededRun, events, one, place, seed_run
 
 
 class LiveSource(threading.Thread):

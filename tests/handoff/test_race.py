@@ -12,7 +12,7 @@ from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.identity import ref_of
 
-from .support import SOURCE, events, one, place, seed_run
+from builders.handoff import SOURCE, events, one, place, seed_run
 
 EU_B = place("eu-b")
 

@@ -23,7 +23,7 @@ from baton.models import (
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import OPERATION, SOURCE, V7, V8, SeededRun, events, one, place, seed_run
+from builders.handoff import OPERATION, SOURCE, V7, V8, SeededRun, events, one, place, seed_run
 
 
 def move(store: SqlStore, blobs: BlobStore, run: SeededRun, *targets, policy: HandoffPolicy | None = None) -> HandoffOutcome:

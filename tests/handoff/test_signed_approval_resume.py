@@ -11,7 +11,7 @@ from baton.models import Approval, Boundary
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
-from .support import SOURCE, SeededRun, place, seed_run
+from builders.handoff import SOURCE, SeededRun, place, seed_run
 
 APPROVERS = KeyRing.generate()
 TARGET = place("eu-2")

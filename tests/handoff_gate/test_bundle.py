@@ -16,10 +16,9 @@ from baton.bundle import (
     BundleLimits,
     BundleSchemaVersionError,
     export_run,
-    import_bundle,
     reachable_refs,
-    verify_bundle,
 )
+from baton.bundle_admission import import_bundle, verify_bundle
 from baton.checkpoints import restore
 from baton.errors import (
     BundleConflictError,
@@ -40,7 +39,8 @@ from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.store.factory import open_blobs, open_store
 
-from tests.handoff_gate.factories import chain, parts, placement, seed_run
+from builders.checkpoints import chain, seed_run
+from builders.records import parts, placement
 
 HEX = "ab" * 32
 

@@ -15,7 +15,8 @@ from baton.models import PortabilityConstraints
 from baton.placements import dump_placements
 from baton.store.factory import open_blobs, open_store
 
-from tests.handoff_gate.factories import parts, placement, seed_run
+from builders.checkpoints import seed_run
+from builders.records import parts, placement
 
 runner = CliRunner()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,16 +32,12 @@ from baton.models import (
 from baton.schema_versions import AnyCheckpoint
 from baton.store.blobs import BlobStore
 
-from tests.handoff_gate.factories import T0, as_v1, chain, ledger, parts, placement, release, seal
+from builders.checkpoints import as_v1, chain, seal
+from builders.records import T0, ledger, parts, placement, release
 
 V7 = release("model-v7")
 V8 = release("model-v8")
 SOURCE = placement("eu-1")
-
-
-@pytest.fixture
-def blobs(tmp_path: Path) -> BlobStore:
-    return BlobStore(tmp_path / "blobs")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from baton.identity import sha256_ref
 from baton.models import Boundary
 from baton.rebase import rebase_transition
 
-from tests.handoff_gate.factories import T0, workspace
+from builders.records import T0, workspace
 
 NEW_TREE = sha256_ref(b"worktree at fff0001")
 NEW_PATCH = sha256_ref(b"patch P rebased")

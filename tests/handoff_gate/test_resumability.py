@@ -17,7 +17,8 @@ from baton.resumability import (
 )
 from baton.store.blobs import BlobStore
 
-from tests.handoff_gate.factories import chain, ledger, placement, workspace
+from builders.checkpoints import chain
+from builders.records import ledger, placement, workspace
 
 R = ResumabilityClass
 EMPTY = OperationLedger()

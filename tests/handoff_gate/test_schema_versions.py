@@ -26,12 +26,8 @@ from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.store.factory import open_store
 
-from tests.handoff_gate.factories import as_v1, chain, parts, seal, v1_chain
-
-
-@pytest.fixture
-def blobs(tmp_path: Path) -> BlobStore:
-    return BlobStore(tmp_path / "blobs")
+from builders.checkpoints import as_v1, chain, seal, v1_chain
+from builders.records import parts
 
 
 @pytest.fixture

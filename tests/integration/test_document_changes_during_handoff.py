@@ -20,7 +20,7 @@ from baton.store.factory import open_blobs, open_store
 from baton.targets.corpus_service import PUBLICATIONS_FILE
 from baton.targets.service_process import target_data_dir
 
-from .support import ended_run, live_targets, wait_for, workers
+from builders.live import ended_run, live_targets, wait_for, workers
 
 pytestmark = pytest.mark.integration
 RUN = "research-moved-1"

@@ -19,7 +19,7 @@ from baton.store.factory import open_blobs, open_store
 from baton.targets.deploy_service import DEPLOYMENTS_FILE, count_side_effects, read_effects
 from baton.targets.service_process import target_data_dir
 
-from .support import ended_run, live_targets, wait_for, workers
+from builders.live import ended_run, live_targets, wait_for, workers
 
 pytestmark = pytest.mark.integration
 RUN = "deploy-killed-1"

@@ -28,7 +28,7 @@ from baton.store.base import SqlStore
 from baton.store.records import Lease
 from baton.targets.ledger_target import LedgerTargetProcess
 
-from .support import ARTIFACT, OPERATION, OTHER_ARTIFACT, TARGET, approval, capability, context, new_run, placement, request
+from builders.authority import ARTIFACT, OPERATION, OTHER_ARTIFACT, TARGET, approval, capability, context, new_run, placement, request
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 L = AuthorityLevel

@@ -18,7 +18,7 @@ from baton.ownership import Coordinator
 from baton.store.base import SqlStore
 
 from .model_target import InProcessLedger
-from .support import TARGET, capability, new_run, request
+from builders.authority import TARGET, capability, new_run, request
 
 
 def _stale_events(store: SqlStore, run_id: str) -> int:

@@ -36,7 +36,7 @@ from baton.reconcile import Reconciler
 from baton.store.base import SqlStore
 
 from .model_target import InProcessLedger
-from .support import TARGET, capability, new_run, request
+from builders.authority import TARGET, capability, new_run, request
 
 WORKERS = ("w1", "w2", "w3")
 KEYS = ("k1", "k2", "k3")

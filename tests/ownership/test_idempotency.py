@@ -26,7 +26,7 @@ from baton.ownership import Coordinator
 from baton.store.base import SqlStore
 from baton.targets.ledger_target import LedgerTargetProcess
 
-from .support import TARGET, capability, new_run, request
+from builders.authority import TARGET, capability, new_run, request
 
 CALLERS = 16
 

@@ -16,7 +16,7 @@ from baton.models import EventType
 from baton.ownership import Coordinator, LeaseHolder
 from baton.store.base import SqlStore
 
-from .support import new_run
+from builders.authority import new_run
 from .race_worker import race_contender
 
 PROCESSES = 8

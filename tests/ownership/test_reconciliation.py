@@ -23,7 +23,8 @@ from baton.reconcile import Decision, Reconciler, RetryPolicy
 from baton.store.base import SqlStore
 from baton.targets.ledger_target import LedgerTargetProcess
 
-from .support import TARGET, capability, new_run, request
+from builders.authority import TARGET, capability, new_run, request
+
 from .worker_authority import WorkerAuthority
 from .workers import doomed_worker
 

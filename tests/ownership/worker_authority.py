@@ -25,7 +25,7 @@ from baton.models import Approval, AuthorityContext, AuthorityLevel
 from baton.placements import dump_placements
 from baton.store.records import Lease
 
-from .support import ARTIFACT, OPERATION, placement
+from builders.authority import ARTIFACT, OPERATION, placement
 
 URL_ENV = "OWNERSHIP_AUTHORITY_URL"
 APPROVAL_ENV = "OWNERSHIP_APPROVAL"

@@ -20,7 +20,8 @@ from baton.ownership import Coordinator, LeaseHolder
 from baton.store.factory import open_store
 from baton.targets.ledger_target import LedgerTargetClient
 
-from .support import TARGET, request
+from builders.authority import TARGET, request
+
 from .worker_authority import ask, client_for
 
 WAIT_S = 120.0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from baton.agents.derivers import DERIVERS
 from baton.cli import app
 from baton.checkpoints import restore
 from baton.identity import hex_of
@@ -17,29 +18,12 @@ from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.store.factory import open_blobs, open_store
 
-from .builders import V7, V8, record_run
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path):
-    url = ("sqlite:///" + str(tmp_path / "baton.db")) if request.param == "sqlite" else request.getfixturevalue(
-        "postgres_url")
-    opened = open_store(url)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def blobs(tmp_path: Path) -> BlobStore:
-    return BlobStore(tmp_path / "blobs")
-
+from builders.replay import V7, V8, record_run
 
 @pytest.mark.parametrize("kind", ["report", "deployment-spec"])
 def test_an_untouched_run_replays_without_divergence(store: SqlStore, blobs: BlobStore, kind: str) -> None:
     chain = record_run(store, blobs, "run-clean", kind=kind)
-    report = replay_run(store, blobs, "run-clean", chain[0].checkpoint_id)
+    report = replay_run(store, blobs, "run-clean", chain[0].checkpoint_id, derivers=DERIVERS)
     assert not report.diverged, report.divergences
     assert [s.seq for s in report.steps] == [1, 2, 3, 4, 5, 6]
     assert [s.replayed_boundary for s in report.steps] == [c.boundary for c in chain[1:]]
@@ -51,15 +35,15 @@ def test_an_untouched_run_replays_without_divergence(store: SqlStore, blobs: Blo
 
 def test_replay_from_a_middle_checkpoint_walks_only_what_follows(store: SqlStore, blobs: BlobStore) -> None:
     chain = record_run(store, blobs, "run-mid")
-    report = replay_run(store, blobs, "run-mid", "3")
+    report = replay_run(store, blobs, "run-mid", "3", derivers=DERIVERS)
     assert report.from_checkpoint == chain[3].checkpoint_id and [s.seq for s in report.steps] == [4, 5, 6]
     assert not report.diverged
-    assert replay_run(store, blobs, "run-mid", chain[-1].checkpoint_id).steps == ()
+    assert replay_run(store, blobs, "run-mid", chain[-1].checkpoint_id, derivers=DERIVERS).steps == ()
 
 
 def test_counterfactual_release_diverges_field_by_field(store: SqlStore, blobs: BlobStore) -> None:
     record_run(store, blobs, "run-cf", release=V7)
-    report = replay_run(store, blobs, "run-cf", "0", release=V8)
+    report = replay_run(store, blobs, "run-cf", "0", derivers=DERIVERS, release=V8)
     fields = [(d.seq, d.field) for d in report.divergences]
     assert (1, "candidate_hash") in fields and (2, "evidence_binding") in fields
     assert (3, "boundary") in fields  # the approval binds to the v7 report, not to v8's
@@ -74,7 +58,7 @@ def test_counterfactual_release_diverges_field_by_field(store: SqlStore, blobs: 
 
 def test_a_record_that_lies_about_its_release_diverges(store: SqlStore, blobs: BlobStore) -> None:
     record_run(store, blobs, "run-lie", release=V7, drafted_by=V8)  # v8 wrote it, the record says v7
-    report = replay_run(store, blobs, "run-lie", "0")
+    report = replay_run(store, blobs, "run-lie", "0", derivers=DERIVERS)
     assert [d.field for d in report.divergences if d.seq == 1] == ["candidate_hash"]
     assert "scripted-model-v7" in report.divergences[0].detail
 
@@ -84,7 +68,7 @@ def test_an_altered_recorded_blob_is_a_specific_divergence(store: SqlStore, blob
     content_ref = restore(blobs, chain[0]).observations[0].content_ref
     path = blobs.root / hex_of(content_ref)[:2] / hex_of(content_ref)[2:]
     path.write_bytes(path.read_bytes().replace(b"1.4.2", b"1.4.3"))
-    report = replay_run(store, blobs, "run-bad", "0")
+    report = replay_run(store, blobs, "run-bad", "0", derivers=DERIVERS)
     altered = [d for d in report.divergences if d.field == "recorded_blob"]
     assert altered and altered[0].recorded == content_ref
     assert "IntegrityError" in altered[0].detail and "corrupt" in altered[0].detail
@@ -94,16 +78,16 @@ def test_an_altered_recorded_blob_is_a_specific_divergence(store: SqlStore, blob
 def test_replay_writes_nothing(store: SqlStore, blobs: BlobStore) -> None:
     record_run(store, blobs, "run-ro")
     events, files = len(store.list_events()), sorted(blobs.root.glob("??/*"))
-    replay_run(store, blobs, "run-ro", "0", release=V8)
+    replay_run(store, blobs, "run-ro", "0", derivers=DERIVERS, release=V8)
     assert len(store.list_events()) == events and sorted(blobs.root.glob("??/*")) == files
 
 
 def test_unknown_checkpoint_and_run_are_refused(store: SqlStore, blobs: BlobStore) -> None:
     record_run(store, blobs, "run-x")
     with pytest.raises(ReplayError, match="no checkpoint '42'"):
-        replay_run(store, blobs, "run-x", "42")
+        replay_run(store, blobs, "run-x", "42", derivers=DERIVERS)
     with pytest.raises(ReplayError):
-        replay_run(store, blobs, "ghost", "0")
+        replay_run(store, blobs, "ghost", "0", derivers=DERIVERS)
 
 
 def _seed_home(home: Path, run_id: str, **options) -> list:

@@ -16,7 +16,7 @@ from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.chain_checks import chain_violations
 from baton.runtime.services import RuntimeServices
 
-from .support import MemoryTarget, adopt, launch, make_services
+from builders.runtime import MemoryTarget, adopt, launch, make_services
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from baton.runtime.errors import (
 from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
 
-from .support import TARGET, MemoryTarget, adopt, launch, make_services
+from builders.runtime import TARGET, MemoryTarget, adopt, launch, make_services
 
 SPEC = b'{"service":"checkout","version":"1.4.2"}'
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -18,32 +16,16 @@ from baton.models import Boundary, Event, EventType, ResumabilityClass
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs, BlobStore
 from baton.store.blobs_sql import digest_of
-from baton.store.core import StoreCore
 from baton.store.sql_blobs import SqlBlobStore
 from baton.store.staging import StagedBlobs
-from tests.unit.factories import T0, observation, parts
+from builders.records import T0, observation, parts
+from builders.rows import counted_transactions
 
 BLOB_KINDS = ["files", "sql"]
 
 
 def blobs_for(kind: str, store: SqlStore, tmp_path: Path) -> Blobs:
     return BlobStore(tmp_path / "blobs") if kind == "files" else SqlBlobStore(store)
-
-
-@contextmanager
-def counted_transactions() -> Iterator[list[bool]]:
-    """Every store transaction opened while installed, as its `write` flag."""
-    opened: list[bool] = []
-    original = StoreCore._tx
-
-    @contextmanager
-    def tx(store: StoreCore, write: bool = True) -> Iterator[object]:
-        opened.append(write)
-        with original(store, write) as handle:
-            yield handle
-
-    with mock.patch.object(StoreCore, "_tx", tx):
-        yield opened
 
 
 def seal_chain(store: SqlStore, blobs: Blobs, steps: int, run_id: str = "run-1"):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from baton.store.blobs import Blobs, BlobStore
 from baton.store.blobs_sql import digest_of
 from baton.store.sql_blobs import SqlBlobStore
 from baton.store.staging import StagedBlobs
-from tests.unit.factories import T0, observation, parts
+from builders.records import T0, observation, parts
 
 BLOB_KINDS = ["files", "sql"]
 

@@ -11,8 +11,9 @@ from baton.errors import RecordNotFoundError, StoreError
 from baton.models import OperationState
 from baton.store.base import SqlStore
 
-from .conftest import Backend
-from .factories import T0, entry, new_run
+from builders.fixtures import Backend
+from builders.rows import entry, new_run
+from builders.records import T0
 
 
 def _operations(store: SqlStore, run_id: str) -> int:

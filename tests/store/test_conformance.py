@@ -21,8 +21,8 @@ from baton.models import Boundary, BudgetUsage, EventType, OperationState, RunKi
 from baton.store.base import SqlStore
 from baton.store.migrations import MIGRATIONS
 
-from .conftest import Backend
-from .factories import RELEASE, chain, checkpoint, entry, event, new_run
+from builders.fixtures import Backend
+from builders.rows import RELEASE, chain, checkpoint, entry, event, new_run
 
 # -- schema and clock ------------------------------------------------------------------
 

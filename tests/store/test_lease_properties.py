@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from baton.store.base import SqlStore
 
-from .factories import new_run
+from builders.rows import new_run
 
 OWNERS = ("a", "b", "c")
 LONG_TTL = 60.0  # never expires during an example

@@ -10,8 +10,8 @@ import pytest
 
 from baton.store.base import SqlStore
 
-from .conftest import Backend
-from .factories import new_run
+from builders.fixtures import Backend
+from builders.rows import new_run
 from .race_worker import contend
 
 PROCESSES = 8

@@ -8,7 +8,7 @@ from baton.errors import CheckpointIntegrityError, SecretInStateError
 from baton.models import Boundary, ResumabilityClass
 from baton.store.blobs import BlobStore
 
-from tests.unit.factories import T0, observation, parts
+from builders.records import T0, observation, parts
 
 
 def seal_chain(blobs: BlobStore, steps: int):  # type: ignore[no-untyped-def]

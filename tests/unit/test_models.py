@@ -26,7 +26,7 @@ from baton.models import (
 )
 from baton.schema_export import EXPORTED, schema_documents
 
-from tests.unit.factories import T0, observation, parts, placement, release
+from builders.records import T0, observation, parts, placement, release
 
 REF = sha256_ref(b"x")
 

@@ -11,7 +11,8 @@ import pytest
 from baton.approval_signing import sign_approval, verify_approval
 from baton.authority import AuthorityService
 from baton.authority_keys import KeyRing
-from baton.bundle import export_run, import_bundle
+from baton.bundle import export_run
+from baton.bundle_admission import import_bundle
 from baton.checkpoints import build_checkpoint
 from baton.errors import ApprovalError, AuthorityDeniedError, BundleApprovalError
 from baton.identity import sha256_ref
@@ -20,7 +21,7 @@ from baton.store.blobs import BlobStore
 from baton.store.records import Lease
 from baton.store.sqlite import SqliteStore
 
-from .factories import T0, parts, placement
+from builders.records import T0, parts, placement
 
 APPROVERS = KeyRing.generate()  # the approvers' keys: not the authority's capability keys
 ATTACKER = KeyRing.generate()

@@ -40,6 +40,7 @@ from baton.models import (
     ResumabilityClass,
     RunKind,
 )
+from baton.schema_versions import readable_versions
 from baton.store.base import SqlStore
 from baton.store.core import Tx
 from baton.store.sql_blobs import SqlBlobStore
@@ -88,7 +89,7 @@ def default_parts(placement_name: str = "langgraph-local") -> RunParts:
             provider="local",
             authority_ceiling=AuthorityLevel.OBSERVE,
             supported_release_ids=(release.release_id,),
-            readable_schema_versions=("2",),
+            readable_schema_versions=readable_versions(),
             verifiers=(release.verifier_bundle,),
             tools=(release.tool_contract,),
             environment=environment,

@@ -1,4 +1,4 @@
-"""Builders for the handoff tests: placements, a seeded research run, and the events it records."""
+"""A research run sealed up to a boundary by the reference agent's model and verifier, and the events it records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from baton.agents.releases import RELEASES
 from baton.agents.scripted_models import model_for
@@ -22,9 +21,7 @@ from baton.models import (
     BehavioralRelease,
     Boundary,
     BudgetLedger,
-    BudgetLimits,
     Candidate,
-    EnvironmentIdentity,
     Event,
     EventType,
     ExecutionCheckpoint,
@@ -42,6 +39,8 @@ from baton.ownership import Coordinator
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 from baton.store.records import Lease
+
+from builders.records import limits, placement
 
 V7: BehavioralRelease = RELEASES["model-v7"]
 V8: BehavioralRelease = RELEASES["model-v8"]
@@ -64,29 +63,14 @@ def place(
     verifiers: Sequence[str] | None = None,
 ) -> Placement:
     """A placement able to run the catalog releases (unless told otherwise)."""
-    return Placement(
-        name=name,
-        region=region,
-        provider=provider,
-        authority_ceiling=ceiling,
-        supported_release_ids=tuple(r.release_id for r in releases),
-        readable_schema_versions=tuple(schemas),
-        verifiers=tuple(verifiers if verifiers is not None else (V7.verifier_bundle,)),
-        tools=(V7.tool_contract,),
-        environment=EnvironmentIdentity(placement=name, region=region, provider=provider, runtime_image=image),
+    return placement(
+        name, region=region, provider=provider, ceiling=ceiling, releases=releases, schemas=schemas, image=image,
+        verifiers=(V7.verifier_bundle,) if verifiers is None else verifiers, tools=(V7.tool_contract,), tool_versions={},
     )
 
 
 SOURCE = place("eu-a")
 PEER = place("eu-b")
-
-
-def limits(now: dt.datetime, *, deadline_s: float = 3600.0) -> BudgetLimits:
-    return BudgetLimits(
-        model_spend_usd=Decimal("5"), model_calls=50, search_expansions=10, tool_calls=50, browser_seconds=0,
-        sandbox_seconds=60, verification_reserve_usd=Decimal("1"), retries=3,
-        deadline=now + dt.timedelta(seconds=deadline_s),
-    )
 
 
 @dataclass
@@ -184,7 +168,7 @@ def seed_run(
         state=PortableRunState(task="summarise the handbook", active_plan=("read", "draft", "verify", "publish")),
         operations=OperationLedger(),
         authority=AuthorityContext(level=authority, policy_id="policy-1"),
-        budget=BudgetLedger(limits=limits(now, deadline_s=deadline_s)),
+        budget=BudgetLedger(limits=limits(now, deadline_s=deadline_s, model_calls=50)),
         constraints=constraints or PortabilityConstraints(),
     )
     seeded = SeededRun(store, blobs, run_id, owner, lease, placement, parts, observations)

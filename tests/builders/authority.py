@@ -1,4 +1,4 @@
-"""Builders shared by the ownership tests and their worker processes."""
+"""Approvals, capabilities and gateway requests for a lease holder (the ownership tests and their worker processes)."""
 
 from __future__ import annotations
 
@@ -9,39 +9,22 @@ from typing import Any
 from baton.authority import AuthorityService, Capability
 from baton.gateway import MutationRequest
 from baton.identity import ref_of
-from baton.models import (
-    Approval,
-    AuthorityContext,
-    AuthorityLevel,
-    EnvironmentIdentity,
-    Placement,
-    RunKind,
-)
+from baton.models import Approval, AuthorityContext, AuthorityLevel, RunKind
 from baton.store.base import SqlStore
 from baton.store.records import Lease
 
-RELEASE = ref_of({"release": "ownership-tests"})
+from builders import rows
+from builders.records import placement
+
 ARTIFACT = ref_of({"artifact": "patch-P"})
 OTHER_ARTIFACT = ref_of({"artifact": "patch-Q"})
 OPERATION = "deploy"
 TARGET = "ledger"
-KEY_ENV = "BATON_AUTHORITY_KEY"
 
 
 def new_run(store: SqlStore) -> str:
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
-    store.create_run(run_id, RunKind.DEPLOY, RELEASE, "enclave")
-    return run_id
-
-
-def placement(name: str = "enclave", ceiling: AuthorityLevel = AuthorityLevel.EXTERNAL_MUTATE) -> Placement:
-    return Placement(
-        name=name,
-        region="eu-west",
-        provider="local",
-        authority_ceiling=ceiling,
-        environment=EnvironmentIdentity(placement=name, region="eu-west", provider="local", runtime_image="img:1"),
-    )
+    """A new deploy run; its id."""
+    return rows.new_run(store, kind=RunKind.DEPLOY).run_id
 
 
 def approval(

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from decimal import Decimal
 from typing import Any
 
-from baton.agents.releases import RELEASES
 from baton.agents.scripted_models import BuildInfo, model_for
 from baton.agents.verifiers import check_deployment_spec, verify_report
 from baton.checkpoints import RunParts, build_checkpoint
@@ -19,15 +17,12 @@ from baton.models import (
     BehavioralRelease,
     Boundary,
     BudgetLedger,
-    BudgetLimits,
     Candidate,
-    EnvironmentIdentity,
     ExecutionCheckpoint,
     Observation,
     OperationEntry,
     OperationLedger,
     OperationState,
-    Placement,
     PortableRunState,
     ResumabilityClass,
     RunKind,
@@ -36,8 +31,9 @@ from baton.models import (
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 
-V7: BehavioralRelease = RELEASES["model-v7"]
-V8: BehavioralRelease = RELEASES["model-v8"]
+from builders.handoff import V7, V8, place
+from builders.records import limits
+
 T0 = dt.datetime(2026, 11, 29, 9, 0, tzinfo=dt.timezone.utc)
 DOCS = {
     "lease": b"A lease names one owner per epoch. Expiry follows the database clock.",
@@ -49,12 +45,7 @@ BUILDS = [
     BuildInfo(version="1.5.0-rc.1", artifact_hash=sha256_ref(b"checkout@1.5.0-rc.1"), canary_passed=True),
     BuildInfo(version="1.5.0", artifact_hash=sha256_ref(b"checkout@1.5.0"), canary_passed=False),
 ]
-PLACEMENT = Placement(
-    name="local-eu", region="eu-west", provider="local", authority_ceiling=AuthorityLevel.EXTERNAL_MUTATE,
-    supported_release_ids=(V7.release_id, V8.release_id), readable_schema_versions=("3",),
-    verifiers=(V7.verifier_bundle,), tools=(V7.tool_contract,),
-    environment=EnvironmentIdentity(placement="local-eu", region="eu-west", provider="local", runtime_image="w:1"),
-)
+PLACEMENT = place("local-eu", schemas=("3",), image="w:1")
 
 
 def _at(minutes: int) -> dt.datetime:
@@ -91,9 +82,8 @@ def record_run(
         run_kind=run_kind, release=release, placement=PLACEMENT,
         state=PortableRunState(task="replay test", memory={"task": task}), operations=OperationLedger(),
         authority=AuthorityContext(level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="p"),
-        budget=BudgetLedger(limits=BudgetLimits(model_spend_usd=Decimal(5), model_calls=9, search_expansions=0,
-                                                tool_calls=9, browser_seconds=0, sandbox_seconds=0,
-                                                verification_reserve_usd=Decimal(1), retries=2, deadline=_at(600))),
+        budget=BudgetLedger(limits=limits(T0, deadline_s=600 * 60, model_calls=9, search_expansions=0, tool_calls=9,
+                                          sandbox_seconds=0, retries=2)),
     )
     chain: list[ExecutionCheckpoint] = []
 

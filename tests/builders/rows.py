@@ -1,9 +1,15 @@
-"""Builders of valid records for the store tests."""
+"""Store rows with stand-in refs (runs, checkpoints, events, ledger entries), and a transaction counter.
+
+The refs here point at nothing: these rows exercise the store itself, not restore.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
 
 from baton.identity import ref_of
 from baton.models import (
@@ -18,9 +24,11 @@ from baton.models import (
     checkpoint_id_for,
 )
 from baton.store.base import SqlStore
+from baton.store.core import StoreCore
 from baton.store.records import RunRecord
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+from builders.records import T0
+
 RELEASE = ref_of({"release": "m-v7"})
 
 
@@ -97,3 +105,19 @@ def entry(
         state=state,
         recorded_at=T0,
     )
+
+
+@contextmanager
+def counted_transactions() -> Iterator[list[bool]]:
+    """Every store transaction opened while installed, as its `write` flag."""
+    opened: list[bool] = []
+    original = StoreCore._tx
+
+    @contextmanager
+    def tx(store: StoreCore, write: bool = True) -> Iterator[object]:
+        opened.append(write)
+        with original(store, write) as handle:
+            yield handle
+
+    with mock.patch.object(StoreCore, "_tx", tx):
+        yield opened

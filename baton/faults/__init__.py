@@ -1,0 +1,1 @@
+"""The fault matrix: seeded fault cases run against Baton and against simpler strategies."""

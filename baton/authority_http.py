@@ -35,13 +35,14 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import httpx
 from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.approval_policy import ApprovalRequest, PolicyApprover
 from baton.approval_signing import sign_approval
 from baton.authority import AuthorityService, Capability
 from baton.authority_callers import CALLER_ENV, CALLER_HEADER, CALLER_SECRET_ENV, CallerRegistry
@@ -51,9 +52,6 @@ from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.evidence import VerifierEvidence
 from baton.models.placement import Placement
 from baton.store.base import SqlStore
-
-if TYPE_CHECKING:
-    from baton.runtime.approvals import PolicyApprover
 
 PORT_FILE = "port"
 APPROVER_DIR = "approver"
@@ -90,8 +88,6 @@ class SigningApprover:
     """The approver role: policy decides, and the approver's own key (never the capability key) signs."""
 
     def __init__(self, ring: KeyRing, policy: PolicyApprover | None = None) -> None:
-        from baton.runtime.approvals import PolicyApprover  # baton.runtime imports this module
-
         self._ring = ring
         self.policy = policy or PolicyApprover()
 
@@ -104,8 +100,6 @@ class SigningApprover:
         now = store.db_now()
         if lease.owner != ask.owner or not lease.held_at(now):
             raise AuthorityDeniedError(f"run {ask.run_id!r}: {ask.owner!r} does not hold a live lease; no approval")
-        from baton.runtime.approvals import ApprovalRequest  # baton.runtime imports this module
-
         approval = self.policy.approve(ApprovalRequest(ask.run_id, ask.operation, ask.artifact_hash, ask.level,
                                                        tuple(ask.evidence), now))
         if approval is None:

@@ -11,21 +11,14 @@ the gateway before any side effect, and each target again on its own side.
 
 In tests and simulation the service runs in-process; live, it is its own
 process (`baton.authority_http`), the only one that reads the private key.
-`from_config` derives a key from `BATON_AUTHORITY_KEY` or `BATON_HOME/authority.key`
-(mode 0600) for code that still runs the service in-process.
+No worker path constructs one: a worker only ever holds an `AuthorityClient`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import secrets
-import stat
 import threading
-import time
 import uuid
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
 import jwt
@@ -40,67 +33,11 @@ from baton.models.events import Event, EventType
 from baton.models.placement import Placement
 from baton.store.records import Lease
 
-KEY_ENV = "BATON_AUTHORITY_KEY"
-HOME_ENV = "BATON_HOME"
-KEY_FILE_NAME = "authority.key"
 MIN_KEY_BYTES = 32
 ISSUER = "baton-authority"
 AUDIENCE = "baton-gateway"
 _REQUIRED_CLAIMS = ["iss", "aud", "iat", "exp", "jti", "run", "epoch", "operation", "level"]
 _DECODED_CACHE_SIZE = 1024  # tokens whose signature verified, per service
-
-
-# --- the signing key ---------------------------------------------------------------------------
-
-
-def _home(home: Path | None, environ: Mapping[str, str]) -> Path:
-    if home is not None:
-        return Path(home)
-    return Path(environ.get(HOME_ENV) or ".baton")
-
-
-def _read_key_file(path: Path) -> bytes:
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise SigningKeyError(
-            f"{path} is readable by group or others (mode {mode:o}); chmod 600 it or set {KEY_ENV}"
-        )
-    for _ in range(100):  # another process may have created it a moment ago and still be writing
-        data = path.read_bytes().strip()
-        if data:
-            break
-        time.sleep(0.01)
-    if len(data) < MIN_KEY_BYTES:
-        raise SigningKeyError(f"{path} holds {len(data)} bytes; a signing key needs at least {MIN_KEY_BYTES}")
-    return data
-
-
-def load_signing_key(home: Path | None = None, environ: Mapping[str, str] | None = None) -> bytes:
-    """The capability signing key from `BATON_AUTHORITY_KEY`, else `BATON_HOME/authority.key`.
-
-    The file is created (random, mode 0600) when missing, and refused when its
-    permissions let anyone but the owner read it.
-    """
-    env = os.environ if environ is None else environ
-    configured = env.get(KEY_ENV)
-    if configured:
-        key = configured.encode("utf-8")
-        if len(key) < MIN_KEY_BYTES:
-            raise SigningKeyError(f"{KEY_ENV} is {len(key)} bytes long; a signing key needs at least {MIN_KEY_BYTES}")
-        return key
-    directory = _home(home, env)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / KEY_FILE_NAME
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_key_file(path)
-    try:
-        os.write(fd, secrets.token_hex(MIN_KEY_BYTES).encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return _read_key_file(path)
 
 
 # --- capabilities ------------------------------------------------------------------------------
@@ -336,13 +273,6 @@ class AuthorityService:
 
     def __repr__(self) -> str:
         return f"AuthorityService(max_ttl_s={self.max_ttl_s}, kid={self._ring.active_kid!r}, key=<hidden>)"
-
-    @classmethod
-    def from_config(
-        cls, home: Path | None = None, environ: Mapping[str, str] | None = None, **options: Any
-    ) -> AuthorityService:
-        """A service whose key is derived from `load_signing_key`."""
-        return cls(load_signing_key(home, environ), **options)
 
     @property
     def active_kid(self) -> str:

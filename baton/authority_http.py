@@ -13,7 +13,15 @@ ceiling) from its own catalog by name, requires an approval bound to the exact
 artifact hash for external mutation, and binds the capability to one
 idempotency key. The caller sends only what it asks for.
 
-HTTP: `POST /capabilities`, `GET /keys` (the public JWKS), `GET /health`.
+Callers authenticate (`baton.authority_callers`): the fleet provisions a
+secret per worker, and the service answers only a caller that proves the
+lease owner name it asks as. The same process hosts the approver role with a
+key of its own (under `KEYS/approver/`, separate from the capability key): it
+signs policy approvals for the exact artifact hash, and the service accepts
+only approvals that verify under the approver's public keys.
+
+HTTP: `POST /capabilities`, `POST /approvals`, `GET /keys` (the public JWKS),
+`GET /approver-keys`, `GET /health`.
 """
 
 from __future__ import annotations
@@ -30,18 +38,24 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.approval_policy import ApprovalRequest, PolicyApprover
+from baton.approval_signing import sign_approval
 from baton.authority import AuthorityService, Capability
+from baton.authority_callers import CALLER_ENV, CALLER_HEADER, CALLER_SECRET_ENV, CallerRegistry
 from baton.authority_keys import JWKS_FILE, KeyRing, TrustedKeys
-from baton.errors import AuthorityDeniedError, BatonError, TargetUnavailableError
-from baton.models.authority import AuthorityContext, AuthorityLevel
+from baton.errors import AuthorityDeniedError, BatonError, CallerUnauthenticatedError, TargetUnavailableError
+from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
+from baton.models.evidence import VerifierEvidence
 from baton.models.placement import Placement
 from baton.store.base import SqlStore
 
 PORT_FILE = "port"
+APPROVER_DIR = "approver"
+CALLERS_DIR = "callers"
 
 
 class CapabilityRequest(BaseModel):
@@ -57,6 +71,40 @@ class CapabilityRequest(BaseModel):
     context: AuthorityContext
     idempotency_key: str | None = None
     ttl_s: float | None = Field(default=None, gt=0)
+
+
+class ApprovalAsk(BaseModel):
+    """What a worker asks the approver for: one operation at one level on one exact artifact, with its evidence."""
+
+    run_id: str = Field(min_length=1)
+    owner: str = Field(min_length=1)
+    operation: str = Field(min_length=1)
+    artifact_hash: str = Field(min_length=1)
+    level: AuthorityLevel
+    evidence: list[VerifierEvidence]
+
+
+class SigningApprover:
+    """The approver role: policy decides, and the approver's own key (never the capability key) signs."""
+
+    def __init__(self, ring: KeyRing, policy: PolicyApprover | None = None) -> None:
+        self._ring = ring
+        self.policy = policy or PolicyApprover()
+
+    def trusted_keys(self) -> TrustedKeys:
+        return self._ring.trusted()
+
+    def approve(self, store: SqlStore, ask: ApprovalAsk) -> Approval:
+        """A signed approval for the lease holder's request, or AuthorityDeniedError."""
+        lease = store.get_lease(ask.run_id)
+        now = store.db_now()
+        if lease.owner != ask.owner or not lease.held_at(now):
+            raise AuthorityDeniedError(f"run {ask.run_id!r}: {ask.owner!r} does not hold a live lease; no approval")
+        approval = self.policy.approve(ApprovalRequest(ask.run_id, ask.operation, ask.artifact_hash, ask.level,
+                                                       tuple(ask.evidence), now))
+        if approval is None:
+            raise AuthorityDeniedError(f"policy refuses {ask.operation!r} at {ask.level.value} on {ask.artifact_hash}")
+        return sign_approval(approval, self._ring.active)
 
 
 class AuthorityClient(Protocol):
@@ -99,25 +147,40 @@ class HttpAuthorityClient:
 
     approval_required_from = AuthorityLevel.EXTERNAL_MUTATE
 
-    def __init__(self, base_url: str, *, timeout_s: float = 5.0) -> None:
+    def __init__(self, base_url: str, *, caller: str | None = None, secret: str | None = None,
+                 timeout_s: float = 5.0) -> None:
+        """`caller` and `secret` default to the environment the supervisor gave this process."""
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self.caller = caller or os.environ.get(CALLER_ENV, "")
+        secret = secret or os.environ.get(CALLER_SECRET_ENV, "")
+        headers = {CALLER_HEADER: self.caller} if self.caller else {}
+        if secret:
+            headers["authorization"] = f"Bearer {secret}"
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
     def close(self) -> None:
         self._http.close()
 
-    def request(self, ask: CapabilityRequest) -> Capability:
-        """A capability, or AuthorityDeniedError with the service's reason."""
+    def _post(self, path: str, body: BaseModel) -> dict[str, Any]:
         try:
-            response = self._http.post("/capabilities", content=ask.model_dump_json(),
-                                       headers={"content-type": "application/json"})
+            response = self._http.post(path, content=body.model_dump_json(), headers={"content-type": "application/json"})
         except httpx.HTTPError as exc:
             raise TargetUnavailableError(f"authority service at {self.base_url} did not answer: {exc!r}") from exc
         if response.status_code == 200:
-            return Capability.model_validate(response.json())
+            return dict(response.json())
+        if response.status_code == 401:
+            raise CallerUnauthenticatedError(str(response.json().get("message", "unauthenticated")))
         if response.status_code == 403:
             raise AuthorityDeniedError(str(response.json().get("message", "denied")))
         raise TargetUnavailableError(f"authority service: HTTP {response.status_code}: {response.text[:200]}")
+
+    def request(self, ask: CapabilityRequest) -> Capability:
+        """A capability, or AuthorityDeniedError (CallerUnauthenticatedError) with the service's reason."""
+        return Capability.model_validate(self._post("/capabilities", ask))
+
+    def approve(self, ask: ApprovalAsk) -> Approval:
+        """An approval signed by the service's approver role, or AuthorityDeniedError."""
+        return Approval.model_validate(self._post("/approvals", ask))
 
     def trusted_keys(self) -> TrustedKeys:
         """The public keys the service signs with now (and retired ones still in their overlap)."""
@@ -126,8 +189,28 @@ class HttpAuthorityClient:
         return TrustedKeys.from_jwks(response.json())
 
 
-def create_app(service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement]) -> FastAPI:
-    """The HTTP face of `service`."""
+def _bearer(authorization: str | None) -> str | None:
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip() or None
+    return None
+
+
+def _refusal(exc: BatonError) -> JSONResponse:
+    if isinstance(exc, CallerUnauthenticatedError):
+        return JSONResponse(status_code=401, content={"error": "unauthenticated", "message": str(exc)})
+    error = "denied" if isinstance(exc, AuthorityDeniedError) else type(exc).__name__
+    return JSONResponse(status_code=403, content={"error": error, "message": str(exc)})
+
+
+def create_app(
+    service: AuthorityService,
+    store: SqlStore,
+    placements: Mapping[str, Placement],
+    *,
+    callers: CallerRegistry,
+    approver: SigningApprover | None = None,
+) -> FastAPI:
+    """The HTTP face of `service`: every request must authenticate as the lease owner it asks as."""
     app = FastAPI(title="baton authority")
 
     @app.get("/health")
@@ -138,15 +221,37 @@ def create_app(service: AuthorityService, store: SqlStore, placements: Mapping[s
     def keys() -> dict[str, Any]:
         return service.trusted_keys().to_jwks()
 
+    @app.get("/approver-keys")
+    def approver_keys() -> dict[str, Any]:
+        return (approver.trusted_keys() if approver is not None else TrustedKeys()).to_jwks()
+
     @app.post("/capabilities", response_model=None)
-    def capabilities(ask: CapabilityRequest) -> dict[str, Any] | JSONResponse:
+    def capabilities(
+        ask: CapabilityRequest,
+        x_baton_caller: str | None = Header(default=None),
+        authorization: str | None = Header(default=None),
+    ) -> dict[str, Any] | JSONResponse:
         try:
+            callers.bind(x_baton_caller, _bearer(authorization), ask.owner)
             capability = decide(service, store, placements, ask)
-        except AuthorityDeniedError as exc:
-            return JSONResponse(status_code=403, content={"error": "denied", "message": str(exc)})
         except BatonError as exc:
-            return JSONResponse(status_code=403, content={"error": type(exc).__name__, "message": str(exc)})
+            return _refusal(exc)
         return capability.model_dump(mode="json")
+
+    @app.post("/approvals", response_model=None)
+    def approvals(
+        ask: ApprovalAsk,
+        x_baton_caller: str | None = Header(default=None),
+        authorization: str | None = Header(default=None),
+    ) -> dict[str, Any] | JSONResponse:
+        try:
+            callers.bind(x_baton_caller, _bearer(authorization), ask.owner)
+            if approver is None:
+                raise AuthorityDeniedError("this authority hosts no approver")
+            approval = approver.approve(store, ask)
+        except BatonError as exc:
+            return _refusal(exc)
+        return approval.model_dump(mode="json")
 
     return app
 
@@ -166,9 +271,24 @@ class AuthorityServiceProcess:
         """The public key set (readable by workers and targets)."""
         return self.keys_dir / JWKS_FILE
 
+    @property
+    def approver_jwks_path(self) -> Path:
+        """The approver's public keys (what resume and bundle import trust for approvals)."""
+        return self.keys_dir / APPROVER_DIR / JWKS_FILE
+
+    @property
+    def callers(self) -> CallerRegistry:
+        return CallerRegistry(self.keys_dir / CALLERS_DIR)
+
+    def provision(self, caller: str) -> str:
+        """A secret that authenticates `caller` (a lease owner name) to this authority; give it to that process only."""
+        return self.callers.provision(caller)
+
     def start(self, timeout_s: float = 30.0) -> AuthorityServiceProcess:
         """Create the keys if needed (in this parent, before any worker starts), start, wait for /health."""
         KeyRing.load_or_create(self.keys_dir)
+        KeyRing.load_or_create(self.keys_dir / APPROVER_DIR)
+        self.callers.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         port_file = self.keys_dir / PORT_FILE
         port_file.unlink(missing_ok=True)
         command = [sys.executable, "-m", "baton.authority_http", "--keys", str(self.keys_dir), "--store", self.store_url]
@@ -192,8 +312,11 @@ class AuthorityServiceProcess:
         self.stop()
         raise RuntimeError(f"authority service did not start within {timeout_s}s")
 
-    def client(self) -> HttpAuthorityClient:
-        return HttpAuthorityClient(self.url)
+    def client(self, caller: str | None = None) -> HttpAuthorityClient:
+        """A client authenticated as `caller` (provisioned now), or with the environment's credentials."""
+        if caller is None:
+            return HttpAuthorityClient(self.url)
+        return HttpAuthorityClient(self.url, caller=caller, secret=self.provision(caller))
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -226,10 +349,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--catalog", type=Path, default=None, help="placement catalog JSON (default: built-in)")
     parser.add_argument("--max-ttl", type=float, default=300.0, help="longest capability lifetime, seconds")
     args = parser.parse_args(argv)
-    service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl)
+    approver = SigningApprover(KeyRing.load_or_create(args.keys / APPROVER_DIR))
+    # Only approvals the approver's key signed count: an unsigned or forged one is no approval at all.
+    service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl,
+                               approvers=TrustedKeys.load(args.keys / APPROVER_DIR / JWKS_FILE))
     store = open_store(args.store)
     placements = {p.name: p for p in load_placements(args.catalog)}
-    app = create_app(service, store, placements)
+    app = create_app(service, store, placements, callers=CallerRegistry(args.keys / CALLERS_DIR), approver=approver)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -80,6 +80,10 @@ class AuthorityDeniedError(BatonError):
     """Policy refuses to issue a capability (level above ceiling or context, no valid approval)."""
 
 
+class CallerUnauthenticatedError(AuthorityDeniedError):
+    """The authority could not authenticate its caller as the lease owner it claims to be."""
+
+
 class CapabilityError(BatonError):
     """A capability was refused; `reason` names why (expired, forged, wrong_run, wrong_epoch, ...)."""
 

@@ -184,12 +184,13 @@ class Fleet:
         cleanup.callback(authority.stop)
         return authority.start()
 
-    def _supervisor(self, names: list[str], authority_url: str) -> Supervisor:
+    def _supervisor(self, names: list[str], authority: AuthorityServiceProcess) -> Supervisor:
         c = self.config
         supervisor = Supervisor(
             home=self.home, log_dir=self.dir, database_url=c.database_url, history_path=self.history_path,
             options={"lease-ttl-s": str(c.lease_ttl_s), "boundary-pause-s": str(c.boundary_pause_s),
-                     "target-timeout-s": str(c.target_timeout_s), "authority-url": authority_url},
+                     "target-timeout-s": str(c.target_timeout_s), "authority-url": authority.url},
+            provision=authority.provision,
         )
         for index, placement in enumerate(names):
             supervisor.add(f"w{index + 1}-{placement}", placement)
@@ -207,7 +208,7 @@ class Fleet:
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(store.close)
             hosting = hosted_placements(store, c.placements, names)  # the store's catalog, seeded if empty
-            supervisor = self._supervisor(names, self._authority(cleanup).url)
+            supervisor = self._supervisor(names, self._authority(cleanup))
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)

@@ -122,25 +122,42 @@ def gateway_placement() -> Any:
 
 
 @contextmanager
-def bench_authority(db_url: str, scratch: Path) -> Iterator[str]:
-    """The authority service as its own process over `db_url` (keys in a new directory under `scratch`)."""
-    from baton.authority_http import AuthorityServiceProcess
+def bench_authority(db_url: str, scratch: Path) -> Iterator[Callable[[str, str], dict[str, str]]]:
+    """The authority service as its own process over `db_url` (keys in a new directory under `scratch`).
+
+    Yields `access(owner, run_id)`: what one bench worker needs from its
+    supervisor (this parent): the service URL, a secret provisioned for
+    `owner`, and an approval for the bench artifact signed with the approver's key.
+    """
+    import datetime as dt
+
+    from baton.approval_signing import sign_approval
+    from baton.authority_http import APPROVER_DIR, AuthorityServiceProcess
+    from baton.authority_keys import KeyRing
+    from baton.models import Approval, AuthorityLevel
     from baton.placements import dump_placements
 
     keys = Path(tempfile.mkdtemp(prefix="authority-", dir=scratch))
     dump_placements([gateway_placement()], keys.parent / f"{keys.name}-placements.json")
     with AuthorityServiceProcess(keys, db_url, catalog=keys.parent / f"{keys.name}-placements.json") as process:
-        yield process.url
+        approver = KeyRing.load(keys / APPROVER_DIR).active
+
+        def access(owner: str, run_id: str) -> dict[str, str]:
+            approval = Approval(approval_id=f"approval-{run_id}", operation=OPERATION, artifact_hash=artifact_hash(),
+                                level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="bench",
+                                expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=2))
+            return {"authority_url": process.url, "secret": process.provision(owner),
+                    "approval": sign_approval(approval, approver).model_dump_json()}
+
+        yield access
 
 
-def open_gateway(url: str, run_id: str, owner: str, authority_url: str) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
+def open_gateway(url: str, run_id: str, owner: str, access: dict[str, str]) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
     """A worker's store, gateway (verifying with public keys) and target, and how it asks for a capability per key.
 
     The worker holds no signing key: each mutation's capability comes from the
     authority service over HTTP, bound to that mutation's idempotency key.
     """
-    import datetime as dt
-
     from baton.authority import CapabilityVerifier
     from baton.authority_http import CapabilityRequest, HttpAuthorityClient
     from baton.gateway import MutationGateway
@@ -148,19 +165,14 @@ def open_gateway(url: str, run_id: str, owner: str, authority_url: str) -> tuple
     from baton.store.factory import open_store
 
     store = open_store(url, migrate=False)
-    authority = HttpAuthorityClient(authority_url)
+    authority = HttpAuthorityClient(access["authority_url"], caller=owner, secret=access["secret"])
     target = InProcessFencedTarget()
     gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET_NAME: target})
     lease = store.get_lease(run_id)
     if lease.owner != owner:
         raise RuntimeError(f"run {run_id} is held by {lease.owner!r}, not {owner!r}")
-    now = store.db_now()
-    context = AuthorityContext(
-        level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="bench-policy",
-        approvals=(Approval(approval_id=f"approval-{run_id}", operation=OPERATION, artifact_hash=artifact_hash(),
-                            level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="bench",
-                            expires_at=now + dt.timedelta(hours=2)),),
-    )
+    context = AuthorityContext(level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="bench-policy",
+                               approvals=(Approval.model_validate_json(access["approval"]),))
     ask = CapabilityRequest(run_id=run_id, epoch=lease.epoch, owner=owner, operation=OPERATION,
                             artifact_hash=artifact_hash(), level=AuthorityLevel.EXTERNAL_MUTATE,
                             placement=gateway_placement().name, context=context)
@@ -222,7 +234,7 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
     """One gateway process (spawned): set up, report ready, then submit until the window closes."""
     owner = spec["owner"]
     try:
-        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["authority_url"])
+        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["access"])
         run_id, epoch = spec["run_id"], lease.epoch
         stale = bool(spec.get("stale"))
         held = issue(f"{owner}:0")  # the stale worker keeps the one capability it got before it was fenced
@@ -230,7 +242,8 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
             for n in range(spec.get("warmup", WARMUP_OPS)):
                 key = f"{owner}:warm:{n}"
                 gateway.submit(mutation(run_id, epoch, issue(key), key, n, owner))
-        pid = int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
+        # SQLite has no server process: its work is in this one, counted as client CPU.
+        pid = None if spec.get("backend") == "sqlite" else int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
         ready.put(("ready", owner))
         start = _wait_start(go, start_at)
         deadline = start + spec["duration_s"]
@@ -455,32 +468,51 @@ def floor_round(server_url: str, concurrency: int, duration_s: float, repetition
                           checks=(f"{recorded} rows stored = operations reported",))
 
 
+@dataclass(frozen=True)
+class SqliteDatabase:
+    """A fresh SQLite store file (what `gateway_round` uses for the SQLite backend)."""
+
+    url: str
+
+
+@contextmanager
+def sqlite_database(scratch: Path) -> Iterator[SqliteDatabase]:
+    directory = Path(tempfile.mkdtemp(prefix="gwbench-sqlite-", dir=scratch))
+    try:
+        yield SqliteDatabase(f"sqlite:///{directory / 'baton.db'}")
+    finally:
+        shutil.rmtree(directory, True)
+
+
 def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch: Path, repetition: int = 0,
-                  warmup: int = WARMUP_OPS) -> RoundResult:
+                  warmup: int = WARMUP_OPS, backend: Literal["postgresql", "sqlite"] = "postgresql") -> RoundResult:
+    """One gateway round on a fresh database: PostgreSQL on `server_url`, or a SQLite file (`server_url` unused)."""
     from baton.catalog.releases import RELEASES
     from baton.models import EventType, RunKind
     from baton.ownership import Coordinator
     from baton.store.factory import open_store
 
     release = RELEASES["model-v7"].release_id
-    with fresh_database(server_url, prefix="gwbench") as db, ExitStack() as stack:
+    database = sqlite_database(scratch) if backend == "sqlite" else fresh_database(server_url, prefix="gwbench")
+    with database as db, ExitStack() as stack:
         store = open_store(db.url)
         stack.callback(store.close)
         coordinator = Coordinator(store, name="bench-scheduler")
-        authority_url = stack.enter_context(bench_authority(db.url, scratch))
+        access = stack.enter_context(bench_authority(db.url, scratch))
         specs = []
         for index in range(concurrency):
             run_id, owner = f"gw-run-{index}", f"worker-{index}"
             store.create_run(run_id, RunKind.DEPLOY, release, "bench-gateway")
             assert coordinator.grant(run_id, owner, ttl_s=3600) is not None
-            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "authority_url": authority_url,
-                          "duration_s": duration_s, "warmup": warmup})
+            specs.append({"url": db.url, "run_id": run_id, "owner": owner, "access": access(owner, run_id),
+                          "duration_s": duration_s, "warmup": warmup, "backend": backend})
         stale_run = "gw-stale-run"
         store.create_run(stale_run, RunKind.DEPLOY, release, "bench-gateway")
         stale_lease = coordinator.grant(stale_run, "stale-worker", ttl_s=3600)
         assert stale_lease is not None
-        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker", "authority_url": authority_url,
-                      "duration_s": duration_s, "stale": True})
+        specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker",
+                      "access": access("stale-worker", stale_run),
+                      "duration_s": duration_s, "stale": True, "backend": backend})
 
         def advance_stale_epoch() -> None:
             """The stale worker holds its lease and capability: move its run to a successor under it."""
@@ -650,3 +682,18 @@ def run_gateway_bench(
             LevelResult(level, tuple(rounds[("gateway", level)]), tuple(rounds[("floor", level)])) for level in levels
         )
         return GatewayRun(levels, duration_s, repeat, results, server.origin, profile=profile, server_settings=settings)
+
+
+def run_sqlite_gateway_rounds(
+    concurrency: Sequence[int], *, duration_s: float, repeat: int, workdir: Path | None = None,
+    warmup: int = WARMUP_OPS,
+) -> list[RoundResult]:
+    """Gateway rounds on SQLite (no floor: the floor is a bare psycopg loop), `repeat` at each level."""
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="baton-bench-gateway-sqlite-", dir=workdir))
+    try:
+        return [gateway_round("", level, duration_s, scratch, repetition, warmup, backend="sqlite")
+                for level in sorted(set(concurrency)) for repetition in range(repeat)]
+    finally:
+        shutil.rmtree(scratch, True)

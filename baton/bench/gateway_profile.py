@@ -147,14 +147,14 @@ def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> 
     from baton.ownership import Coordinator
     from baton.store.factory import open_store
 
-    with fresh_database(server_url, prefix="gwprofile") as db, bench_authority(db.url, scratch) as authority_url:
+    with fresh_database(server_url, prefix="gwprofile") as db, bench_authority(db.url, scratch) as access:
         setup = open_store(db.url)
         try:
             setup.create_run("profile-run", RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway")
             assert Coordinator(setup, name="bench-scheduler").grant("profile-run", "profiler", ttl_s=3600) is not None
         finally:
             setup.close()
-        store, gateway, _, lease, issue = open_gateway(db.url, "profile-run", "profiler", authority_url)
+        store, gateway, _, lease, issue = open_gateway(db.url, "profile-run", "profiler", access("profiler", "profile-run"))
         try:
             for n in range(20):
                 gateway.submit(mutation("profile-run", lease.epoch, issue(f"warm:{n}"), f"warm:{n}", n, "profiler"))

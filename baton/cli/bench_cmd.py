@@ -146,10 +146,29 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
         out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) to write the JSON and benchmarks.md into."),
         workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
+        backend: str = typer.Option("postgresql", "--backend",
+                                    help="postgresql (with the floor and report) or sqlite (gateway rounds only)."),
     ) -> None:
-        """Gateway throughput: fenced mutations/s and latency with N worker processes on PostgreSQL, beside the floor."""
+        """Gateway throughput: fenced mutations/s and latency with N worker processes, beside the floor on PostgreSQL."""
         from baton.bench.run_gateway import main
 
+        if backend not in ("postgresql", "sqlite"):
+            raise typer.BadParameter(f"backend must be postgresql or sqlite, not {backend!r}")
+        if backend == "sqlite":
+            from baton.bench.gateway_bench import run_sqlite_gateway_rounds
+
+            rounds = run_sqlite_gateway_rounds(_parse_levels(concurrency), duration_s=duration, repeat=repeat,
+                                               workdir=workdir)
+            rows = [{"backend": "sqlite", "concurrency": r.concurrency, "round": r.repetition + 1, "ops": r.ops,
+                     "mutations_per_s": round(r.throughput, 1), "p50_ms": round(r.p50_ms, 2),
+                     "p99_ms": round(r.p99_ms, 2), "stale_attempts": r.stale_attempts,
+                     "stale_accepted": r.stale_accepted + r.stale_effects + r.stale_in_store} for r in rounds]
+            if as_json:
+                _emit_json({"gateway_sqlite": rows})
+            else:
+                for row in rows:
+                    typer.echo("  ".join(f"{k}={v}" for k, v in row.items()))
+            return
         document = main(concurrency=_parse_levels(concurrency), duration_s=duration, repeat=repeat,
                         profile_ops=profile_ops, out=out, as_json=as_json, workdir=workdir)
         if as_json:

@@ -1,63 +1,36 @@
-"""Approvals from policy: an approver grants one operation on one exact artifact hash.
+"""The worker's side of approvals: it asks the authority process, whose approver key signs.
 
-`PolicyApprover` is the approver the fleet uses: it approves an operation only
-when the run presents passing verifier evidence bound to the very artifact
-hash to be acted on, and only up to the level the policy allows for that
-operation. The approval expires; nothing about it is a credential.
+The policy itself (`PolicyApprover`, `ApprovalRequest`, the `Approver` protocol)
+lives in `baton.approval_policy`, beside the authority; it is re-exported here
+for agent code.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from baton.approval_policy import ApprovalRequest, Approver, PolicyApprover
+from baton.authority_http import ApprovalAsk, HttpAuthorityClient
+from baton.errors import AuthorityDeniedError, CallerUnauthenticatedError
+from baton.models import Approval
 
-from baton.models import Approval, AuthorityLevel, VerifierEvidence
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What a run asks to be allowed to do, and the evidence it offers."""
-
-    run_id: str
-    operation: str
-    artifact_hash: str
-    level: AuthorityLevel
-    evidence: Sequence[VerifierEvidence]
-    now: dt.datetime
+__all__ = ["ApprovalRequest", "Approver", "AuthorityApprover", "PolicyApprover"]
 
 
-class Approver(Protocol):
-    """Anything that can answer an approval request (a policy, a human queue)."""
+class AuthorityApprover:
+    """The worker's side of the approver role: it asks the authority process, whose approver key signs.
+
+    The worker never holds an approver key; a refusal by policy is None, as from any approver.
+    """
+
+    def __init__(self, client: HttpAuthorityClient, owner: str) -> None:
+        self.client = client
+        self.owner = owner
 
     def approve(self, request: ApprovalRequest) -> Approval | None:
-        """An approval bound to the request's artifact hash, or None when refused."""
-        ...
-
-
-@dataclass(frozen=True)
-class PolicyApprover:
-    """Approves verified artifacts for the operations the policy lists, up to a level each."""
-
-    allowed: Mapping[str, AuthorityLevel] = field(
-        default_factory=lambda: {"deploy": AuthorityLevel.EXTERNAL_MUTATE, "publish": AuthorityLevel.SANDBOX_MUTATE}
-    )
-    ttl_s: float = 900.0
-    name: str = "policy:verified-artifacts"
-
-    def approve(self, request: ApprovalRequest) -> Approval | None:
-        ceiling = self.allowed.get(request.operation)
-        if ceiling is None or not ceiling.allows(request.level):
+        ask = ApprovalAsk(run_id=request.run_id, owner=self.owner, operation=request.operation,
+                          artifact_hash=request.artifact_hash, level=request.level, evidence=list(request.evidence))
+        try:
+            return self.client.approve(ask)
+        except CallerUnauthenticatedError:
+            raise
+        except AuthorityDeniedError:
             return None
-        if not any(e.passed and e.applies_to(request.artifact_hash) for e in request.evidence):
-            return None
-        return Approval(
-            approval_id=f"appr-{uuid.uuid4().hex[:12]}",
-            operation=request.operation,
-            artifact_hash=request.artifact_hash,
-            level=request.level,
-            approved_by=self.name,
-            expires_at=request.now + dt.timedelta(seconds=self.ttl_s),
-        )

@@ -12,10 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from baton.authority_callers import CALLER_ENV, CALLER_SECRET_ENV
+
 WORKER_MODULE = "baton.runtime.worker"
+WORKER_OWNER_PREFIX = "worker:"  # as `baton.runtime.worker.worker_owner` names a worker's leases
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Supervisor:
     database_url: str | None = None
     history_path: Path | None = None
     options: dict[str, str] = field(default_factory=dict)
+    provision: Callable[[str], str] | None = None
+    """Mints the secret a worker proves its lease owner name with (the authority's `provision`)."""
     slots: list[WorkerSlot] = field(default_factory=list)
     starts: int = 0
     restarts: int = 0
@@ -76,6 +82,9 @@ class Supervisor:
             self.restarts += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "BATON_HOME": str(self.home)}
+        if self.provision is not None:  # a fresh secret per incarnation, in its environment only (not its argv)
+            owner = WORKER_OWNER_PREFIX + slot.worker_id
+            env[CALLER_ENV], env[CALLER_SECRET_ENV] = owner, self.provision(owner)
         with open(self.log_dir / f"worker-{slot.worker_id}.log", "ab") as log:
             slot.process = subprocess.Popen(self._command(slot), stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env)

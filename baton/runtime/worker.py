@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from baton.authority import AuthorityService, CapabilityVerifier
+from baton.authority import CapabilityVerifier
 from baton.authority_http import HttpAuthorityClient
 from baton.catalog.changes import current_placements
 from baton.catalog.manifests import CatalogManifests
@@ -34,8 +34,10 @@ from baton.history import HistorySink, JsonlHistory
 from baton.models import Placement
 from baton.placements import load_placements, placement_named
 from baton.runtime.agent_registry import agent_for
+from baton.runtime.approvals import AuthorityApprover
 from baton.runtime.executor import RunExecutor, RunOutcome
 from baton.runtime.services import RuntimeServices
+from baton.runtime.supervisor import WORKER_OWNER_PREFIX
 from baton.runtime.tools import read_only_tools
 from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
@@ -46,7 +48,6 @@ from baton.targets.service_process import target_data_dir
 
 log = logging.getLogger("baton.worker")
 
-WORKER_OWNER_PREFIX = "worker:"
 
 
 def worker_owner(worker_id: str) -> str:
@@ -69,8 +70,8 @@ class WorkerConfig:
     max_runs: int = 16
     boundary_pause_s: float = 0.0
     target_timeout_s: float = 1.0
-    authority_url: str | None = None
-    """The live authority service; without it the worker runs one in-process (tests only)."""
+    authority_url: str = ""
+    """The live authority service. The worker has no other way to a capability or an approval."""
 
 
 def target_url(home: Path, service: str) -> str:
@@ -101,17 +102,16 @@ class Worker:
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
-        authority: AuthorityService | HttpAuthorityClient
-        verifier: AuthorityService | CapabilityVerifier
-        if config.authority_url:  # the worker holds no signing key: it asks, and checks with public keys
-            authority = HttpAuthorityClient(config.authority_url)
-            verifier = CapabilityVerifier(authority.trusted_keys())
-        else:
-            authority = verifier = AuthorityService.from_config(config.home)
+        if not config.authority_url:
+            raise ValueError("a worker needs --authority-url: it holds no signing key and mints nothing itself")
+        # It proves who it is with the secret its supervisor provisioned (environment), and checks with public keys.
+        authority = HttpAuthorityClient(config.authority_url, caller=self.owner)
+        verifier = CapabilityVerifier(authority.trusted_keys())
         self.services = RuntimeServices(
             store=self.store,
             blobs=open_blobs(config.home, self.store),
             authority=authority,
+            approver=AuthorityApprover(authority, self.owner),
             gateway=MutationGateway(self.store, verifier, targets, history=history,
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
@@ -183,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-runs", type=int, default=16)
     parser.add_argument("--boundary-pause-s", type=float, default=0.0, help="simulated work time per boundary")
     parser.add_argument("--target-timeout-s", type=float, default=1.0, help="HTTP timeout towards the targets")
-    parser.add_argument("--authority-url", default=None, help="the authority service (default: in-process, tests only)")
+    parser.add_argument("--authority-url", required=True, help="the authority service (the only source of capabilities)")
     return parser
 
 

@@ -7,7 +7,6 @@ not at import time, like everything the root conftest loads.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from baton.store.blobs import BlobStore
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-KEY_ENV = "BATON_AUTHORITY_KEY"
 
 
 def sqlite_url(path: Path) -> str:
@@ -71,16 +69,9 @@ def blobs(tmp_path: Path) -> BlobStore:
 
 
 @pytest.fixture
-def signing_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh signing key in the environment (worker processes inherit it)."""
-    key = secrets.token_hex(32)
-    monkeypatch.setenv(KEY_ENV, key)
-    return key
-
-
-@pytest.fixture
-def authority(signing_key: str) -> AuthorityService:
-    """The authority service, holding this test's signing key."""
+def authority(tmp_path: Path) -> AuthorityService:
+    """The test's own in-process authority, with a fresh key ring under tmp_path/authority."""
     from baton.authority import AuthorityService
+    from baton.authority_keys import KeyRing
 
-    return AuthorityService.from_config()
+    return AuthorityService(KeyRing.load_or_create(tmp_path / "authority"))

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from baton.authority_http import AuthorityServiceProcess
 from baton.runtime.supervisor import Supervisor
 from baton.store.base import SqlStore
 from baton.store.records import RunRecord
@@ -33,15 +34,20 @@ def live_targets(home: Path, *, ambiguous_rate: float = 0.0, ambiguous_delay_s: 
 
 @contextmanager
 def workers(home: Path, placements: dict[str, str], **options: str) -> Iterator[tuple[Supervisor, dict[str, object]]]:
-    """Worker processes (`slot name -> placement`) sharing one history file under `home`."""
-    supervisor = Supervisor(home=home, log_dir=home / "logs", history_path=home / "history.jsonl",
-                            options={"lease-ttl-s": "2", **options})
-    slots = {name: supervisor.add(name, placement) for name, placement in placements.items()}
-    supervisor.start_all()
-    try:
-        yield supervisor, slots  # type: ignore[misc]
-    finally:
-        supervisor.stop_all(grace_s=3.0)
+    """Worker processes (`slot name -> placement`) sharing one history file under `home`, and their authority.
+
+    As in the fleet, the authority is its own process and the supervisor provisions each worker's identity.
+    """
+    with AuthorityServiceProcess(home / "authority", f"sqlite:///{home / 'baton.db'}") as authority:
+        supervisor = Supervisor(home=home, log_dir=home / "logs", history_path=home / "history.jsonl",
+                                options={"lease-ttl-s": "2", "authority-url": authority.url, **options},
+                                provision=authority.provision)
+        slots = {name: supervisor.add(name, placement) for name, placement in placements.items()}
+        supervisor.start_all()
+        try:
+            yield supervisor, slots  # type: ignore[misc]
+        finally:
+            supervisor.stop_all(grace_s=3.0)
 
 
 def wait_for(probe: Callable[[], T | None], *, timeout_s: float, what: str, poll_s: float = 0.05) -> T:

@@ -1,12 +1,28 @@
-"""The ownership tests' own fixture: one ledger service (stores, signing key and authority are shared)."""
+"""The ownership tests' own fixtures: one ledger service, and the authority as a process for worker processes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from baton.authority import AuthorityService
 from baton.targets.ledger_target import LedgerTargetProcess
+
+from .worker_authority import WorkerAuthority
+
+
+@pytest.fixture
+def worker_authority(
+    authority: AuthorityService, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorkerAuthority]:
+    """The authority as a process for worker processes, which can reach nothing else to get a capability.
+
+    It serves the key ring of the shared `authority` fixture (tmp_path/authority).
+    """
+    with WorkerAuthority.start(tmp_path / "authority", store_url, monkeypatch) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
 import secrets
-import stat
 import time
 from pathlib import Path
 
@@ -15,14 +13,12 @@ import jwt
 import pytest
 
 from baton.authority import (
-    KEY_FILE_NAME,
     AuthorityService,
     authority_after_handoff,
-    load_signing_key,
     may_perform,
 )
 from baton.checker import check
-from baton.errors import AuthorityDeniedError, CapabilityError, SigningKeyError
+from baton.errors import AuthorityDeniedError, CapabilityError
 from baton.gateway import MutationGateway
 from baton.history import ListHistory
 from baton.identity import canonical_json
@@ -175,23 +171,6 @@ def test_widened_capabilities_are_refused() -> None:
 
 
 # --- the signing key --------------------------------------------------------------------------
-
-
-def test_signing_key_comes_from_the_environment_or_a_private_key_file(tmp_path: Path) -> None:
-    env_key = secrets.token_hex(32)
-    assert load_signing_key(tmp_path, {"BATON_AUTHORITY_KEY": env_key}) == env_key.encode()
-    assert not (tmp_path / KEY_FILE_NAME).exists()
-    with pytest.raises(SigningKeyError, match="at least 32"):
-        load_signing_key(tmp_path, {"BATON_AUTHORITY_KEY": "short"})
-
-    home = tmp_path / "home"
-    created = load_signing_key(None, {"BATON_HOME": str(home)})
-    key_file = home / KEY_FILE_NAME
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert load_signing_key(None, {"BATON_HOME": str(home)}) == created  # stable across loads
-    os.chmod(key_file, 0o644)
-    with pytest.raises(SigningKeyError, match="readable by group or others"):
-        load_signing_key(None, {"BATON_HOME": str(home)})
 
 
 def test_the_signing_key_never_appears_in_capabilities_contexts_or_reprs() -> None:

@@ -23,6 +23,8 @@ from baton.store.base import SqlStore
 from baton.targets.ledger_target import LedgerTargetProcess
 
 from builders.authority import TARGET, capability, new_run, request
+
+from .worker_authority import WorkerAuthority
 from .workers import paused_worker
 
 TTL_S = 1.0
@@ -38,7 +40,8 @@ def wait_for(event: Any, process: Any, timeout_s: float = 60.0) -> None:
 
 @pytest.mark.integration
 def test_worker_resumed_after_takeover_is_refused_at_gateway_and_at_target(
-    store: SqlStore, store_url: str, authority: AuthorityService, ledger_service: LedgerTargetProcess, tmp_path: Path
+    store: SqlStore, store_url: str, authority: AuthorityService, ledger_service: LedgerTargetProcess, tmp_path: Path,
+    worker_authority: WorkerAuthority,
 ) -> None:
     run_id = new_run(store)
     history_path = tmp_path / "history.jsonl"

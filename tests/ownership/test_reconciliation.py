@@ -24,6 +24,8 @@ from baton.store.base import SqlStore
 from baton.targets.ledger_target import LedgerTargetProcess
 
 from builders.authority import TARGET, capability, new_run, request
+
+from .worker_authority import WorkerAuthority
 from .workers import doomed_worker
 
 WORKER_TTL_S = 1.0
@@ -45,6 +47,7 @@ def test_worker_killed_between_send_and_record_is_reconciled_with_exactly_one_si
     authority: AuthorityService,
     ledger_service: LedgerTargetProcess,
     tmp_path: Path,
+    worker_authority: WorkerAuthority,
 ) -> None:
     run_id = new_run(store)
     key = f"deploy-{target_outcome.lower()}"

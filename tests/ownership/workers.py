@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from baton.authority import AuthorityService
+from baton.authority import CapabilityVerifier
 from baton.errors import BatonError, TargetRejectedError
 from baton.fencing import FencingToken
 from baton.gateway import MutationGateway
@@ -20,7 +20,9 @@ from baton.ownership import Coordinator, LeaseHolder
 from baton.store.factory import open_store
 from baton.targets.ledger_target import LedgerTargetClient
 
-from builders.authority import TARGET, capability, request
+from builders.authority import TARGET, request
+
+from .worker_authority import ask, client_for
 
 WAIT_S = 120.0
 
@@ -44,9 +46,9 @@ def paused_worker(
 ) -> None:
     """Own the run, commit once, then (after being paused and resumed) try every way to mutate."""
     store = open_store(url)
-    authority = AuthorityService.from_config()
+    authority = client_for(owner)  # no key here: capabilities come from the authority process
     client = LedgerTargetClient(ledger_url, timeout_s=10.0)
-    gateway = MutationGateway(store, authority, {TARGET: client}, history=JsonlHistory(history_path))
+    gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET: client}, history=JsonlHistory(history_path))
     report: dict[str, Any] = {}
     try:
         coordinator = Coordinator(store, name=f"coordinator@{owner}", history=JsonlHistory(history_path))
@@ -54,10 +56,10 @@ def paused_worker(
         assert lease is not None and lease.epoch == 1, lease
         holder = LeaseHolder(store, lease, ttl_s=ttl_s)
         heartbeat = holder.heartbeat(interval_s=ttl_s / 5)
-        first = request(lease, capability(authority, store, lease), "before-pause", {"n": 1}, process=owner)
+        first = request(lease, ask(authority, lease), "before-pause", {"n": 1}, process=owner)
         report["before"] = _outcome(lambda: gateway.submit(first))
         held = holder.lease
-        later_cap = capability(authority, store, held)  # obtained while still the owner
+        later_cap = ask(authority, held)  # obtained while still the owner
         ready.set()
         resume.wait(WAIT_S)
         # Resumed after the takeover. It acts as a careless worker would: no look at its lease first.
@@ -83,10 +85,10 @@ def paused_worker(
 def doomed_worker(url: str, run_id: str, owner: str, ledger_url: str, history_path: str, key: str) -> None:
     """Own the run and send one request; the test kills this process before the outcome is recorded."""
     store = open_store(url)
-    authority = AuthorityService.from_config()
+    authority = client_for(owner)  # no key here: capabilities come from the authority process
     client = LedgerTargetClient(ledger_url, timeout_s=60.0)
-    gateway = MutationGateway(store, authority, {TARGET: client}, history=JsonlHistory(history_path))
+    gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET: client}, history=JsonlHistory(history_path))
     lease = store.get_lease(run_id)
     assert lease.owner == owner, lease
-    gateway.submit(request(lease, capability(authority, store, lease), key, {"deploy": key}, process=owner))
+    gateway.submit(request(lease, ask(authority, lease), key, {"deploy": key}, process=owner))
     raise AssertionError("the target was told to hold this request; it should never have returned")

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from baton.authority_http import AuthorityServiceProcess, CapabilityRequest
+from baton.approval_signing import sign_approval
+from baton.authority_callers import CALLER_ENV, CALLER_SECRET_ENV
+from baton.authority_http import APPROVER_DIR, AuthorityServiceProcess, CapabilityRequest
+from baton.authority_keys import KeyRing
 from baton.errors import AuthorityDeniedError
 from baton.identity import ref_of
 from baton.models import Approval, AuthorityContext, AuthorityLevel, RunKind
@@ -44,11 +47,17 @@ def test_a_worker_process_gets_capabilities_from_the_service_and_cannot_mint_its
     with AuthorityServiceProcess(keys, f"sqlite:///{db}") as authority, \
             LedgerTargetProcess(tmp_path / "ledger", trust=authority.jwks_path, policy=policy) as ledger:
         pem = _private_key_file(keys)
+        approver = KeyRing.load(keys / APPROVER_DIR).active  # the approver role's key, not the capability key
+        approval = sign_approval(
+            Approval(approval_id="a", operation="ledger.append", artifact_hash=ARTIFACT,
+                     level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="rm",
+                     expires_at=store.db_now() + dt.timedelta(hours=1)), approver)
         assert stat.S_IMODE(pem.stat().st_mode) == 0o600
         assert stat.S_IMODE(pem.parent.stat().st_mode) == 0o700
         env = {"PATH": os.environ.get("PATH", ""), "BATON_HOME": str(worker_home), "AUTHORITY_URL": authority.url,
                "LEDGER_URL": ledger.url, "JWKS": str(authority.jwks_path), "RUN_ID": "run-1",
-               "EPOCH": str(lease.epoch), "ARTIFACT": ARTIFACT}
+               "EPOCH": str(lease.epoch), "ARTIFACT": ARTIFACT, "APPROVAL": approval.model_dump_json(),
+               CALLER_ENV: "w1", CALLER_SECRET_ENV: authority.provision("w1")}
         done = subprocess.run([sys.executable, str(WORKER)], env=env, capture_output=True, text=True, timeout=120,
                               check=False)
         assert done.returncode == 0, done.stderr
@@ -64,17 +73,14 @@ def test_a_worker_process_gets_capabilities_from_the_service_and_cannot_mint_its
                            "k-from_jwks": "capability:untrusted_key"}
 
         # The service decides from the store, not from the caller: another owner, or a stale epoch, is denied.
-        client = authority.client()
-        now = store.db_now()
-        approval = Approval(approval_id="a", operation="ledger.append", artifact_hash=ARTIFACT,
-                            level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="rm", expires_at=now + dt.timedelta(hours=1))
+        client = authority.client("w1")
         context = AuthorityContext(level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="p", approvals=(approval,))
         ask = CapabilityRequest(run_id="run-1", epoch=lease.epoch, owner="w1", operation="ledger.append",
                                 artifact_hash=ARTIFACT, level=AuthorityLevel.EXTERNAL_MUTATE, placement="cloud-eu",
                                 context=context, idempotency_key="k-2")
         assert client.request(ask).claims.idempotency_key == "k-2"
         with pytest.raises(AuthorityDeniedError, match="does not hold the lease"):
-            client.request(ask.model_copy(update={"owner": "w2"}))
+            authority.client("w2").request(ask.model_copy(update={"owner": "w2"}))
         with pytest.raises(AuthorityDeniedError, match="live lease at that epoch"):
             client.request(ask.model_copy(update={"epoch": lease.epoch + 1}))
         with pytest.raises(AuthorityDeniedError, match="ceiling"):

@@ -38,14 +38,12 @@ def private_keys_within_reach() -> list[str]:
 def main() -> None:
     run_id, epoch, artifact = os.environ["RUN_ID"], int(os.environ["EPOCH"]), os.environ["ARTIFACT"]
     now = dt.datetime.now(dt.timezone.utc)
-    approval = Approval(approval_id="a-1", operation="ledger.append", artifact_hash=artifact,
-                        level=AuthorityLevel.EXTERNAL_MUTATE, approved_by="release-manager",
-                        expires_at=now + dt.timedelta(hours=1))
+    approval = Approval.model_validate_json(os.environ["APPROVAL"])  # signed by the approver, not by this process
     context = AuthorityContext(level=AuthorityLevel.EXTERNAL_MUTATE, policy_id="p", approvals=(approval,))
     ask = CapabilityRequest(run_id=run_id, epoch=epoch, owner="w1", operation="ledger.append", artifact_hash=artifact,
                             level=AuthorityLevel.EXTERNAL_MUTATE, placement="cloud-eu", context=context,
                             idempotency_key="k-genuine")
-    genuine = HttpAuthorityClient(os.environ["AUTHORITY_URL"]).request(ask)
+    genuine = HttpAuthorityClient(os.environ["AUTHORITY_URL"]).request(ask)  # its identity: from its environment
     results: dict[str, object] = {"keys_within_reach": private_keys_within_reach()}
     payload = {"artifact": artifact}
     with LedgerTargetClient(os.environ["LEDGER_URL"]) as ledger:

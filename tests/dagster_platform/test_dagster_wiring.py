@@ -1,0 +1,116 @@
+"""The Dagster wiring over a real Baton store: validation, sensors with build_sensor_context, jobs in process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, build_sensor_context, instance_for_test
+
+from baton.models import EventType
+from baton.platform.sensor_decisions import ARTIFACT_CHANGED, LEASE_EXPIRED
+from pipelines.definitions import defs
+from pipelines.jobs import handoff_job
+from pipelines.resources import BatonResource
+from sensors.baton_sensors import artifact_change, lease_expiry, run_discovery
+
+from .platform_support import ResearchRun, newest_seq
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_dagster_definitions_validate(tmp_path: Path) -> None:
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "All code locations passed validation" in done.stderr + done.stdout
+
+
+def _tick(sensor, instance: DagsterInstance, cursor: str | None, home: Path):  # type: ignore[no-untyped-def]
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"baton": BatonResource(home=str(home))})
+    return sensor(context)
+
+
+def test_run_discovery_adds_partitions_and_one_event_per_asset_then_nothing(home, store, blobs):
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    run.verify()
+    with instance_for_test() as instance:
+        first = _tick(run_discovery, instance, None, home)
+        (added,) = first.dynamic_partitions_requests
+        assert list(added.partition_keys) == [run.run_id]
+        assert sorted(e.asset_key.path[0] for e in first.asset_events) == [
+            "candidates", "checkpoints", "observations", "verifier_evidence"]
+        instance.add_dynamic_partitions("runs", [run.run_id])  # what the daemon applies
+        second = _tick(run_discovery, instance, first.cursor, home)
+        assert second.asset_events == [] and second.dynamic_partitions_requests == []
+
+
+def test_artifact_change_sensor_requests_one_reverification(home, store, blobs):
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    run.verify()
+    cursor = str(newest_seq(store))
+    run.draft()
+    with instance_for_test() as instance:
+        first = _tick(artifact_change, instance, cursor, home)
+        (request,) = first.run_requests
+        assert request.partition_key == run.run_id and request.job_name == "reverification_job"
+        assert request.run_key.startswith(ARTIFACT_CHANGED)
+        assert _tick(artifact_change, instance, first.cursor, home).run_requests == []
+
+
+def test_lease_expiry_sensor_requests_one_handoff(home, store, blobs):
+    lost = ResearchRun.launch(store, blobs, lease_ttl_s=0.2)
+    deadline = store.get_lease(lost.run_id).expires_at
+    while store.db_now() <= deadline:
+        pass
+    with instance_for_test() as instance:
+        first = _tick(lease_expiry, instance, None, home)
+        (request,) = first.run_requests
+        assert request.job_name == "handoff_job" and request.run_key == f"{LEASE_EXPIRED}:{lost.run_id}:{lost.epoch}"
+        assert request.run_config["ops"]["hand_off"]["config"]["source_alive"] is False
+
+
+def test_reverification_job_records_evidence_and_materializes(home, any_store, blobs):
+    run = ResearchRun.launch(any_store, blobs)
+    run.draft()
+    run.verify()
+    run.draft()
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("runs", [run.run_id])
+        job = defs.resolve_job_def("reverification_job")
+        result = job.execute_in_process(instance=instance, partition_key=run.run_id,
+                                        resources={"baton": BatonResource(home=str(home))})
+        assert result.success
+        mats = result.get_asset_materialization_events()
+        assert sorted(m.asset_key.path[0] for m in mats) == ["checkpoints", "verifier_evidence"]
+    (_, event), = any_store.list_events(run_id=run.run_id, event_types=[EventType.EVIDENCE_RECORDED])
+    assert event.detail["candidate_hash"] == run.parts.current_candidate.artifact_hash
+    assert event.detail["result"] == "PASS"
+
+
+def test_aborted_handoff_fails_the_job_with_the_reason(home, store, blobs):
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    run.finish()  # a finished run cannot move: the coordinator aborts
+    from tests.integration.support import live_targets
+
+    with live_targets(home), instance_for_test() as instance:
+        result = handoff_job.execute_in_process(
+            instance=instance, raise_on_error=False, resources={"baton": BatonResource(home=str(home))},
+            run_config={"ops": {"hand_off": {"config": {"run": run.run_id, "reason": "test"}}}},
+        )
+    assert not result.success
+    failure = result.failure_data_for_node("hand_off")
+    assert failure is not None and "aborted" in str(failure.error.message)
+    assert "not active" in str(failure.user_failure_data.description)
+    aborted = [e for _, e in store.list_events(run_id=run.run_id, event_types=[EventType.HANDOFF_ABORTED])]
+    assert len(aborted) == 1

@@ -114,3 +114,23 @@ def test_aborted_handoff_fails_the_job_with_the_reason(home, store, blobs):
     assert "not active" in str(failure.user_failure_data.description)
     aborted = [e for _, e in store.list_events(run_id=run.run_id, event_types=[EventType.HANDOFF_ABORTED])]
     assert len(aborted) == 1
+
+
+def test_handoff_job_moves_a_lost_run_through_the_fleet_dispatch(home, any_store, blobs):
+    lost = ResearchRun.launch(any_store, blobs, lease_ttl_s=0.2)
+    lost.draft()
+    deadline = any_store.get_lease(lost.run_id).expires_at
+    while any_store.db_now() <= deadline:
+        pass
+    from tests.integration.support import live_targets
+
+    config = {"run": lost.run_id, "reason": LEASE_EXPIRED, "source_alive": False, "allow_same_placement": True}
+    with live_targets(home), instance_for_test() as instance:
+        result = handoff_job.execute_in_process(instance=instance, resources={"baton": BatonResource(home=str(home))},
+                                                run_config={"ops": {"hand_off": {"config": config}}})
+    assert result.success
+    (_, moved), = any_store.list_events(run_id=lost.run_id, event_types=[EventType.OWNERSHIP_TRANSFERRED])
+    assert moved.reason == LEASE_EXPIRED and moved.target_epoch == lost.epoch + 1
+    assert any_store.get_lease(lost.run_id).epoch == lost.epoch + 1
+    passed = any_store.list_events(run_id=lost.run_id, event_types=[EventType.COMPATIBILITY_PASSED])
+    assert len(passed) == 1

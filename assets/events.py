@@ -49,9 +49,28 @@ def version_metadata(version: AssetVersion) -> dict[str, MetadataValue]:
     })
 
 
-def asset_event_for(version: AssetVersion) -> AssetObservation | AssetMaterialization:
-    """The event reporting one version of a per-run asset, partitioned by its run id."""
+CODE_VERSION_TAG = "dagster/code_version"
+INPUT_DATA_VERSION_PREFIX = "dagster/input_data_version/"
+INPUT_EVENT_POINTER_PREFIX = "dagster/input_event_pointer/"
+WORKER_CODE_VERSION = "baton-worker"
+
+
+def asset_event_for(
+    version: AssetVersion, input_pointers: Mapping[str, int] | None = None,
+) -> AssetObservation | AssetMaterialization:
+    """The event reporting one version of a per-run asset, partitioned by its run id.
+
+    A materialization made inside a worker carries its provenance (the input
+    data versions it was made from, and the storage ids of those inputs' events
+    in `input_pointers`), as a Dagster-run materialization would: without it
+    Dagster cannot tell that a newer candidate made that evidence STALE.
+    """
     tags = {DATA_VERSION_TAG: version.data_version}
+    if version.asset not in EXTERNAL_ASSETS and input_pointers:
+        tags[CODE_VERSION_TAG] = WORKER_CODE_VERSION
+        for dep, pointer in input_pointers.items():
+            tags[INPUT_DATA_VERSION_PREFIX + dep] = version.input_versions[dep]
+            tags[INPUT_EVENT_POINTER_PREFIX + dep] = str(pointer)
     key = AssetKey(version.asset)
     if version.asset in EXTERNAL_ASSETS:
         return AssetObservation(asset_key=key, partition=version.run_id, tags=tags,

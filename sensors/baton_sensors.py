@@ -1,15 +1,20 @@
 """The platform's sensors: thin wrappers over `baton.platform.sensor_decisions` (all running by default).
 
 Each keeps the seq of the last Baton event it read as its cursor. `run_discovery`
-adds a `runs` partition per new run, removes archived finished runs' partitions,
-and reports the newest version of each asset per run (at most one event per
-asset per run per tick). The others raise `handoff_job` / `reverification_job`
+adds a `runs` partition per new run, removes the partitions of finished runs
+past BATON_KEEP_FINISHED_RUNS (default 1000; their history stays in Baton's
+store), and reports the newest version of each asset per run (at most one event
+per asset per run per tick): the external assets' observations at once, the
+worker-made materializations with their provenance in the tick's result. The others raise `handoff_job` / `reverification_job`
 with run keys built from the change's identity and event seq.
 """
 
 from collections.abc import Callable
 
 from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
     DefaultSensorStatus,
     RunConfig,
     RunRequest,
@@ -18,8 +23,9 @@ from dagster import (
     sensor,
 )
 
-from assets.events import asset_event_for
-from assets.partitions import RUNS_PARTITIONS_NAME, runs_partitions
+from assets.events import DATA_VERSION_TAG, EXTERNAL_ASSETS, asset_event_for
+from assets.partitions import RUNS_PARTITIONS_NAME
+from baton.lineage import ASSETS
 from baton.platform import sensor_decisions as decide
 from baton.platform.sensor_decisions import Decisions, JobRequest
 from baton.store.base import SqlStore
@@ -51,20 +57,42 @@ def run_request(request: JobRequest) -> RunRequest:
                       job_name=handoff_job.name)
 
 
+def input_pointer(instance: DagsterInstance, asset: str, run_id: str, data_version: str) -> int | None:
+    """Storage id of the newest event of `asset` for partition `run_id`, if it carries `data_version`."""
+    records_filter = AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[run_id])
+    fetch = instance.fetch_observations if asset in EXTERNAL_ASSETS else instance.fetch_materializations
+    records = fetch(records_filter, limit=1).records
+    if not records:
+        return None
+    entry = records[0].event_log_entry
+    event = entry.asset_observation if asset in EXTERNAL_ASSETS else entry.asset_materialization
+    tags = (event.tags if event is not None else None) or {}
+    return records[0].storage_id if tags.get(DATA_VERSION_TAG) == data_version else None
+
+
 @sensor(minimum_interval_seconds=INTERVAL_S, default_status=DefaultSensorStatus.RUNNING,
         description="New Baton runs become `runs` partitions; their newest asset versions become asset events.")
 def run_discovery(context: SensorEvaluationContext, baton: BatonResource) -> SensorResult:
-    existing = context.instance.get_dynamic_partitions(RUNS_PARTITIONS_NAME)
+    """Partitions first, then the workers' observations (written now, so later events can point at them),
+    then the worker-made materializations with their provenance (returned, written after the tick)."""
+    instance = context.instance
+    existing = instance.get_dynamic_partitions(RUNS_PARTITIONS_NAME)
     with baton.open() as (store, blobs):
         found = decide.discover_runs(store, blobs, decide.parse_cursor(context.cursor), existing,
                                      keep_finished=_keep_finished())
-    requests = []
     if found.add_partitions:
-        requests.append(runs_partitions.build_add_request(list(found.add_partitions)))
-    if found.remove_partitions:
-        requests.append(runs_partitions.build_delete_request(list(found.remove_partitions)))
-    return SensorResult(dynamic_partitions_requests=requests,
-                        asset_events=[asset_event_for(v) for v in found.versions], cursor=str(found.cursor))
+        instance.add_dynamic_partitions(RUNS_PARTITIONS_NAME, list(found.add_partitions))
+    for run_id in found.remove_partitions:
+        instance.delete_dynamic_partition(RUNS_PARTITIONS_NAME, run_id)
+    for version in found.versions:
+        if version.asset in EXTERNAL_ASSETS:
+            instance.report_runless_asset_event(asset_event_for(version))
+    materializations = []
+    for version in sorted((v for v in found.versions if v.asset not in EXTERNAL_ASSETS),
+                          key=lambda v: ASSETS.index(v.asset)):
+        pointers = {dep: input_pointer(instance, dep, version.run_id, dv) for dep, dv in version.input_versions.items()}
+        materializations.append(asset_event_for(version, {k: p for k, p in pointers.items() if p is not None}))
+    return SensorResult(asset_events=materializations, cursor=str(found.cursor))
 
 
 def _job_sensor(name: str, description: str, decide_fn: Callable[[SqlStore, Blobs, int], Decisions]):  # type: ignore[no-untyped-def]

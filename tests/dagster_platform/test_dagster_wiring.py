@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, build_sensor_context, instance_for_test
+from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_for_test
+from dagster._core.definitions.data_version import CachingStaleStatusResolver
+from dagster._core.loader import LoadingContextForTest
 
 from baton.models import EventType
 from baton.platform.sensor_decisions import ARTIFACT_CHANGED, LEASE_EXPIRED
@@ -44,13 +46,39 @@ def test_run_discovery_adds_partitions_and_one_event_per_asset_then_nothing(home
     run.verify()
     with instance_for_test() as instance:
         first = _tick(run_discovery, instance, None, home)
-        (added,) = first.dynamic_partitions_requests
-        assert list(added.partition_keys) == [run.run_id]
-        assert sorted(e.asset_key.path[0] for e in first.asset_events) == [
-            "candidates", "checkpoints", "observations", "verifier_evidence"]
-        instance.add_dynamic_partitions("runs", [run.run_id])  # what the daemon applies
+        assert instance.get_dynamic_partitions("runs") == [run.run_id]
+        for key in ("observations", "candidates"):  # external: written during the tick
+            (record,) = instance.fetch_observations(AssetKey(key), limit=5).records
+            assert record.partition_key == run.run_id
+        assert sorted(e.asset_key.path[0] for e in first.asset_events) == ["checkpoints", "verifier_evidence"]
         second = _tick(run_discovery, instance, first.cursor, home)
-        assert second.asset_events == [] and second.dynamic_partitions_requests == []
+        assert second.asset_events == []
+        assert len(instance.fetch_observations(AssetKey("candidates"), limit=5).records) == 1
+
+
+def _evidence_status(instance: DagsterInstance, run_id: str) -> tuple[str, list[str]]:
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
+    key = AssetKey("verifier_evidence")
+    return resolver.get_status(key, run_id).value, [c.reason for c in resolver.get_stale_causes(key, run_id)]
+
+
+def test_worker_evidence_turns_stale_on_a_new_candidate_only_in_its_partition(home, store, blobs):
+    changed, other = ResearchRun.launch(store, blobs), ResearchRun.launch(store, blobs)
+    for run in (changed, other):
+        run.draft()
+        run.verify()
+    with instance_for_test() as instance:
+        first = _tick(run_discovery, instance, None, home)
+        for event in first.asset_events:  # what the daemon writes after the tick
+            instance.report_runless_asset_event(event)
+        assert _evidence_status(instance, changed.run_id)[0] == "FRESH"
+        changed.draft()
+        second = _tick(run_discovery, instance, first.cursor, home)
+        for event in second.asset_events:
+            instance.report_runless_asset_event(event)
+        status, causes = _evidence_status(instance, changed.run_id)
+        assert status == "STALE" and causes
+        assert _evidence_status(instance, other.run_id)[0] == "FRESH"
 
 
 def test_artifact_change_sensor_requests_one_reverification(home, store, blobs):

@@ -162,3 +162,22 @@ def test_handoff_job_moves_a_lost_run_through_the_fleet_dispatch(home, any_store
     assert any_store.get_lease(lost.run_id).epoch == lost.epoch + 1
     passed = any_store.list_events(run_id=lost.run_id, event_types=[EventType.COMPATIBILITY_PASSED])
     assert len(passed) == 1
+
+
+def test_reverification_job_makes_stale_evidence_fresh(home, store, blobs):
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    run.verify()
+    with instance_for_test() as instance:
+        first = _tick(run_discovery, instance, None, home)
+        for event in first.asset_events:
+            instance.report_runless_asset_event(event)
+        run.draft()
+        second = _tick(run_discovery, instance, first.cursor, home)
+        for event in second.asset_events:
+            instance.report_runless_asset_event(event)
+        assert _evidence_status(instance, run.run_id)[0] == "STALE"
+        result = defs.resolve_job_def("reverification_job").execute_in_process(
+            instance=instance, partition_key=run.run_id, resources={"baton": BatonResource(home=str(home))})
+        assert result.success
+        assert _evidence_status(instance, run.run_id) == ("FRESH", [])

@@ -10,6 +10,7 @@ processes. Sensors and the schedule run by default once the daemon is up.
 from dagster import Definitions
 
 from assets.lineage_assets import LINEAGE_ASSETS
+from assets.lineage_checks import LINEAGE_CHECKS
 from pipelines.jobs import handoff_job, reverification_job
 from pipelines.resources import BatonResource
 from pipelines.schedules import freshness_reverification
@@ -17,6 +18,7 @@ from sensors.baton_sensors import SENSORS
 
 defs = Definitions(
     assets=LINEAGE_ASSETS,
+    asset_checks=LINEAGE_CHECKS,
     jobs=[handoff_job, reverification_job],
     sensors=SENSORS,
     schedules=[freshness_reverification],

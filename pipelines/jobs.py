@@ -10,7 +10,7 @@ from baton.handoff.dispatch import run_handoff
 from pipelines.resources import BatonResource
 
 reverification_job = define_asset_job(
-    "reverification_job", selection=AssetSelection.assets("verifier_evidence", "checkpoints"),
+    "reverification_job", selection=AssetSelection.assets("verifier_evidence", "checkpoints"),  # their checks come along
     partitions_def=runs_partitions,
     description="Re-verify one run: the verifier on its exact candidate bytes; materializes evidence and checkpoints.",
 )

@@ -181,3 +181,43 @@ def test_reverification_job_makes_stale_evidence_fresh(home, store, blobs):
             instance=instance, partition_key=run.run_id, resources={"baton": BatonResource(home=str(home))})
         assert result.success
         assert _evidence_status(instance, run.run_id) == ("FRESH", [])
+
+
+def _check_results(home: Path, run_id: str) -> dict[str, bool]:
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("runs", [run_id])
+        result = defs.resolve_job_def("reverification_job").execute_in_process(
+            instance=instance, partition_key=run_id, resources={"baton": BatonResource(home=str(home))},
+            raise_on_error=False)
+        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+        if not result.success:
+            (failure,) = [e for e in result.all_events if e.is_step_failure]
+            checks["step_failure"] = failure.step_failure_data.error.to_string()  # type: ignore[assignment]
+        return checks
+
+
+def test_asset_checks_pass_on_a_sound_run_and_reverification_refuses_a_corrupted_blob(home, store, blobs):
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    run.verify()
+    assert _check_results(home, run.run_id) == {
+        "evidence_bound_to_candidate": True, "checkpoint_hashes_verify": True, "budget_never_decreases": True}
+    path = blobs._path(run.observations[1].content_ref)
+    path.chmod(0o644)
+    path.write_bytes(b"tampered")
+    # Re-verification refuses state that no longer verifies: the job fails naming the corrupt blob.
+    broken = _check_results(home, run.run_id)
+    assert "corrupt" in broken["step_failure"] and run.observations[1].content_ref in broken["step_failure"]
+
+
+def test_budget_check_fails_when_usage_goes_down(home, store, blobs):
+    import dataclasses
+    from decimal import Decimal
+
+    from baton.models import Boundary, BudgetUsage
+
+    run = ResearchRun.launch(store, blobs)
+    run.draft()
+    lower = run.parts.budget.model_copy(update={"used": BudgetUsage(model_spend_usd=Decimal("0"))})
+    run.seal(Boundary.CANDIDATE_READY, parts=dataclasses.replace(run.parts, budget=lower))
+    assert _check_results(home, run.run_id)["budget_never_decreases"] is False

@@ -221,3 +221,42 @@ def test_budget_check_fails_when_usage_goes_down(home, store, blobs):
     lower = run.parts.budget.model_copy(update={"used": BudgetUsage(model_spend_usd=Decimal("0"))})
     run.seal(Boundary.CANDIDATE_READY, parts=dataclasses.replace(run.parts, budget=lower))
     assert _check_results(home, run.run_id)["budget_never_decreases"] is False
+
+
+def test_environment_change_sensor_moves_runs_off_the_changed_placement_once(home, store, blobs):
+    from baton.catalog.changes import update_placement
+    from baton.platform.sensor_decisions import ENVIRONMENT_CHANGED
+    from sensors.baton_sensors import environment_change
+
+    on_it = ResearchRun.launch(store, blobs)  # local-gpu-eu
+    with instance_for_test() as instance:
+        idle = _tick(environment_change, instance, None, home)
+        assert idle.run_requests == []
+        keys = []
+        cursor = idle.cursor
+        for image in ("worker:2", "worker:1-rebuilt"):  # two changes: two jobs, distinct keys
+            update_placement(store, "local-gpu-eu", runtime_image=image, reason="test")
+            tick = _tick(environment_change, instance, cursor, home)
+            (request,) = tick.run_requests
+            assert request.run_key.startswith(ENVIRONMENT_CHANGED) and request.tags["baton/run"] == on_it.run_id
+            assert request.run_config["ops"]["hand_off"]["config"]["excluded_placements"] == ["local-gpu-eu"]
+            keys.append(request.run_key)
+            cursor = tick.cursor
+        assert len(set(keys)) == 2
+        assert _tick(environment_change, instance, cursor, home).run_requests == []
+
+
+def test_release_change_sensor_hands_off_runs_of_a_withdrawn_release(home, store, blobs):
+    from baton.catalog.changes import withdraw_release
+    from baton.platform.sensor_decisions import RELEASE_WITHDRAWN
+    from sensors.baton_sensors import release_change
+
+    run = ResearchRun.launch(store, blobs)
+    with instance_for_test() as instance:
+        idle = _tick(release_change, instance, None, home)
+        assert idle.run_requests == []
+        withdraw_release(store, run.parts.release.release_id, reason="test")
+        tick = _tick(release_change, instance, idle.cursor, home)
+        (request,) = tick.run_requests
+        assert request.run_key.startswith(RELEASE_WITHDRAWN) and request.tags["baton/run"] == run.run_id
+        assert _tick(release_change, instance, tick.cursor, home).run_requests == []

@@ -18,6 +18,7 @@ from dagster import (
     DefaultSensorStatus,
     RunConfig,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     sensor,
@@ -112,7 +113,24 @@ environment_change = _job_sensor("environment_change", "A placement's environmen
                                  lambda store, blobs, cursor: decide.environment_changes(store, cursor))
 artifact_change = _job_sensor("artifact_change", "Evidence no longer bound to the current candidate: re-verify.",
                               decide.artifact_changes)
-lease_expiry = _job_sensor("lease_expiry", "A lost worker: its run's lease lapsed by the database clock: hand off.",
-                           lambda store, blobs, cursor: decide.lease_expiries(store, cursor))
+RUN_KEY_TAG = "dagster/run_key"
+LAUNCHED_LOOKBACK = 500
+
+
+def launched_run_keys(instance: DagsterInstance, reason: str) -> set[str]:
+    """Run keys of the recent `handoff_job` runs for `reason` (what the daemon de-duplicates)."""
+    runs = instance.get_runs(filters=RunsFilter(job_name=handoff_job.name, tags={"baton/reason": reason}),
+                             limit=LAUNCHED_LOOKBACK)
+    return {run.tags[RUN_KEY_TAG] for run in runs if RUN_KEY_TAG in run.tags}
+
+
+@sensor(name="lease_expiry", minimum_interval_seconds=INTERVAL_S, default_status=DefaultSensorStatus.RUNNING,
+        description="A lost worker: its run's lease lapsed by the database clock: hand off.", jobs=[handoff_job])
+def lease_expiry(context: SensorEvaluationContext, baton: BatonResource) -> SensorResult:
+    """A lapsed lease stays lapsed until a handoff lands: leave out the ones already launched for its epoch."""
+    launched = launched_run_keys(context.instance, decide.LEASE_EXPIRED)
+    with baton.open() as (store, _):
+        decided = decide.lease_expiries(store, decide.parse_cursor(context.cursor), already_requested=launched)
+    return SensorResult(run_requests=[run_request(r) for r in decided.requests], cursor=str(decided.cursor))
 
 SENSORS = [run_discovery, release_change, environment_change, artifact_change, lease_expiry]

@@ -12,8 +12,8 @@ from dagster import AssetExecutionContext, AssetKey, AssetSpec, DataVersion, Mat
 
 from assets.events import dagster_metadata
 from assets.partitions import runs_partitions
-from baton.lineage import latest_versions, open_commands
-from baton.platform.reverify import reverify_run
+from baton.lineage import CHECKPOINTS, VERIFIER_EVIDENCE, latest_versions
+from baton.platform.reverify import recorded_evidence, reverify_run
 from pipelines.resources import BatonResource
 
 GROUP = "run_lineage"
@@ -37,14 +37,18 @@ def verifier_evidence(context: AssetExecutionContext, baton: BatonResource) -> M
     """Re-run the verifier on the exact candidate bytes and record the evidence in Baton's store."""
     run_id = context.partition_key
     with baton.open() as (store, blobs):
+        again = recorded_evidence(store, blobs, run_id)
         done = reverify_run(store, blobs, run_id, reason=f"dagster run {context.run.run_id}")
+        before = {v.asset: v for v in latest_versions(store, blobs, run_id)}  # the checkpoint's own versions
     context.log.info(f"{run_id}: {done.evidence.result.value} for {done.candidate.artifact_hash}: {done.evidence.detail}")
+    parent = again[-1][1] if again else (before[VERIFIER_EVIDENCE].data_version if VERIFIER_EVIDENCE in before else None)
+    common = dict(before[CHECKPOINTS].metadata)  # run, release, environment, epoch, boundary, resumability, hashes
     return MaterializeResult(
         data_version=DataVersion(done.evidence_ref),
         metadata=dagster_metadata({
-            "run": run_id, "candidate_hash": done.candidate.artifact_hash, "result": done.evidence.result.value,
+            **common, "candidate_hash": done.candidate.artifact_hash, "result": done.evidence.result.value,
             "verifier_version": done.evidence.verifier_version, "evidence_ref": done.evidence_ref,
-            "baton_seq": done.seq, **open_commands(run_id, done.checkpoint.checkpoint_id),
+            "parent_version": parent, "reverifications": len(again) + 1, "baton_seq": done.seq, "source": "dagster",
         }),
     )
 

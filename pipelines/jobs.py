@@ -7,6 +7,7 @@ from assets.partitions import runs_partitions
 from baton.catalog.changes import current_placements
 from baton.handoff.coordinator import HandoffRequest
 from baton.handoff.dispatch import run_handoff
+from baton.platform.handoff_report import gate_refusals
 from pipelines.resources import BatonResource
 
 reverification_job = define_asset_job(
@@ -14,6 +15,10 @@ reverification_job = define_asset_job(
     partitions_def=runs_partitions,
     description="Re-verify one run: the verifier on its exact candidate bytes; materializes evidence and checkpoints.",
 )
+
+
+RUN_TAG = "baton/run"
+REASON_TAG = "baton/reason"
 
 
 class HandoffConfig(Config):  # type: ignore[misc]
@@ -28,6 +33,8 @@ class HandoffConfig(Config):  # type: ignore[misc]
 @op
 def hand_off(context: OpExecutionContext, config: HandoffConfig, baton: BatonResource) -> None:
     """Move the run through `baton.handoff.dispatch.run_handoff`; an aborted move fails the Dagster run."""
+    # Launched by hand too, the Dagster run names the Baton run it moved (sensor requests carry the same tag).
+    context.instance.add_run_tags(context.run_id, {RUN_TAG: config.run, REASON_TAG: config.reason})
     request = HandoffRequest(
         run_id=config.run, reason=config.reason, preferred_targets=(config.target,) if config.target else (),
         excluded_placements=tuple(config.excluded_placements), source_alive=config.source_alive,
@@ -42,7 +49,14 @@ def hand_off(context: OpExecutionContext, config: HandoffConfig, baton: BatonRes
                 "decision": MetadataValue.json(decision or {})}
     context.log.info(f"handoff of {outcome.run_id}: {outcome.status.value}; gate decision: {decision}")
     if not outcome.committed:
-        raise Failure(description=f"handoff of {outcome.run_id} aborted: {outcome.abort_reason}", metadata=metadata)
+        with baton.open() as (store, _):
+            refusals = gate_refusals(store, outcome.run_id)  # the gate's reasons per target, from Baton's log
+        metadata["gate_refusals"] = MetadataValue.json(refusals)
+        gate = "; ".join(f"{target}: {', '.join(reasons)}" for target, reasons in sorted(refusals.items()))
+        context.log.error(f"handoff of {outcome.run_id} aborted: {outcome.abort_reason}; gate refusals: {gate or 'none'}")
+        raise Failure(description=f"handoff of {outcome.run_id} aborted: {outcome.abort_reason}"
+                                  + (f" (gate: {gate})" if gate else ""), metadata=metadata)
+    context.add_output_metadata(metadata)
     context.log.info(f"committed: {outcome.source_placement} -> {outcome.target_placement}, "
                      f"epoch {outcome.source_epoch} -> {outcome.target_epoch}")
 

@@ -73,3 +73,27 @@ def test_lease_expiry_handoff_runs_and_a_later_lapse_fires_again(home, store, bl
         assert again.run_key == f"{LEASE_EXPIRED}:{lost.run_id}:{lost.epoch + 1}"
     moved = store.list_events(run_id=lost.run_id, event_types=[EventType.OWNERSHIP_TRANSFERRED])
     assert [e.reason for _, e in moved] == [LEASE_EXPIRED]
+
+
+def test_a_handoff_the_gate_refuses_fails_the_job_with_the_gates_reasons(home, any_store, blobs):
+    from baton.catalog.changes import update_placement
+    from tests.integration.support import live_targets
+
+    run = ResearchRun.launch(any_store, blobs)
+    run.draft()
+    update_placement(any_store, "cloud-eu", authority_ceiling="OBSERVE", reason="test")  # below the run's authority
+    config = {"run": run.run_id, "reason": "test", "excluded_placements": ["cloud-us", "browser-pool-eu"]}
+    with live_targets(home), instance_for_test() as instance:
+        result = handoff_job.execute_in_process(instance=instance, raise_on_error=False,
+                                                resources={"baton": BatonResource(home=str(home))},
+                                                run_config={"ops": {"hand_off": {"config": config}}})
+        assert not result.success
+        assert instance.get_run_by_id(result.run_id).tags["baton/run"] == run.run_id
+    failure = result.failure_data_for_node("hand_off")
+    assert failure is not None and failure.user_failure_data is not None
+    assert "no compatible target" in failure.user_failure_data.description
+    assert "cloud-eu: authority_downgrade_forbidden" in failure.user_failure_data.description
+    refusals = failure.user_failure_data.metadata["gate_refusals"].value
+    assert "authority_downgrade_forbidden" in refusals["cloud-eu"]
+    assert len(any_store.list_events(run_id=run.run_id, event_types=[EventType.HANDOFF_ABORTED])) == 1
+    assert any_store.get_lease(run.run_id).epoch == run.epoch  # nothing moved

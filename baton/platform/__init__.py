@@ -1,0 +1,1 @@
+"""Platform decisions in plain Python: what the Dagster sensors raise, without Dagster."""

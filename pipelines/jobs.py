@@ -6,7 +6,7 @@ from dagster import AssetSelection, Config, Failure, MetadataValue, OpExecutionC
 from assets.partitions import runs_partitions
 from baton.catalog.changes import current_placements
 from baton.handoff.coordinator import HandoffRequest
-from baton.handoff.dispatch import run_handoff
+from baton.runtime.dispatch import run_handoff
 from baton.platform.handoff_report import gate_refusals
 from pipelines.resources import BatonResource
 
@@ -32,7 +32,7 @@ class HandoffConfig(Config):  # type: ignore[misc]
 
 @op
 def hand_off(context: OpExecutionContext, config: HandoffConfig, baton: BatonResource) -> None:
-    """Move the run through `baton.handoff.dispatch.run_handoff`; an aborted move fails the Dagster run."""
+    """Move the run through `baton.runtime.dispatch.run_handoff`; an aborted move fails the Dagster run."""
     # Launched by hand too, the Dagster run names the Baton run it moved (sensor requests carry the same tag).
     context.instance.add_run_tags(context.run_id, {RUN_TAG: config.run, REASON_TAG: config.reason})
     request = HandoffRequest(

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from baton.agents.derivers import DERIVERS
 from baton.checkpoints import RestoredRun, get_record, put_record, restore
 from baton.errors import BatonError
 from baton.models import Candidate, Event, EventType, ExecutionCheckpoint, VerifierEvidence
 from baton.replay import valid_refs_at
-from baton.replay_derivers import CANDIDATE_INPUTS_KEY, DERIVERS, Inputs
+from baton.replay_derivers import CANDIDATE_INPUTS_KEY, Inputs
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 

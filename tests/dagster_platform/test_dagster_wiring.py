@@ -129,7 +129,7 @@ def test_aborted_handoff_fails_the_job_with_the_reason(home, store, blobs):
     run = ResearchRun.launch(store, blobs)
     run.draft()
     run.finish()  # a finished run cannot move: the coordinator aborts
-    from tests.integration.support import live_targets
+    from builders.live import live_targets
 
     with live_targets(home), instance_for_test() as instance:
         result = handoff_job.execute_in_process(
@@ -150,7 +150,7 @@ def test_handoff_job_moves_a_lost_run_through_the_fleet_dispatch(home, any_store
     deadline = any_store.get_lease(lost.run_id).expires_at
     while any_store.db_now() <= deadline:
         pass
-    from tests.integration.support import live_targets
+    from builders.live import live_targets
 
     config = {"run": lost.run_id, "reason": LEASE_EXPIRED, "source_alive": False, "allow_same_placement": True}
     with live_targets(home), instance_for_test() as instance:

@@ -51,7 +51,7 @@ def test_lease_expiry_raises_one_handoff_and_none_once_launched(home, store, blo
 
 
 def test_lease_expiry_handoff_runs_and_a_later_lapse_fires_again(home, store, blobs):
-    from tests.integration.support import live_targets
+    from builders.live import live_targets
 
     lost = ResearchRun.launch(store, blobs, lease_ttl_s=0.2)
     lost.draft()
@@ -77,7 +77,7 @@ def test_lease_expiry_handoff_runs_and_a_later_lapse_fires_again(home, store, bl
 
 def test_a_handoff_the_gate_refuses_fails_the_job_with_the_gates_reasons(home, any_store, blobs):
     from baton.catalog.changes import update_placement
-    from tests.integration.support import live_targets
+    from builders.live import live_targets
 
     run = ResearchRun.launch(any_store, blobs)
     run.draft()

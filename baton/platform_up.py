@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -133,7 +134,21 @@ def prepare_dagster_home(config: PlatformConfig) -> Path:
         if not source.exists():
             raise ServiceFailed(f"no dagster.yaml in {config.project_root}")
         shutil.copyfile(source, target)
+    _initialise_dagster_storage(config)
     return target
+
+
+def _initialise_dagster_storage(config: PlatformConfig) -> None:
+    """Create Dagster's storage once, before the webserver and the daemon start.
+
+    Started together on a fresh SQLite home, both stamp the schedule database's
+    alembic version at once and can leave two heads; the daemon then fails every
+    sensor tick ("more than one head present").
+    """
+    done = subprocess.run([_tool("dagster"), "instance", "migrate"], env={**os.environ, **service_env(config)},
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise ServiceFailed(f"dagster instance migrate failed in {config.dagster_home}: {done.stderr[-2000:]}")
 
 
 def service_env(config: PlatformConfig) -> dict[str, str]:

@@ -39,8 +39,11 @@ class Failover:
     effects_of_run: int
 
 
-def worker_pid(worker_id: str) -> int | None:
-    """The pid of the worker process started with `--worker-id worker_id` (from /proc)."""
+def worker_pid(worker_id: str, home: Path) -> int | None:
+    """The pid of the worker process of `home` started with `--worker-id worker_id` (from /proc).
+
+    Other fleets on the machine reuse the same worker ids: the home tells ours apart.
+    """
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -48,7 +51,7 @@ def worker_pid(worker_id: str) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if b"baton.runtime.worker" in argv and worker_id.encode() in argv:
+        if b"baton.runtime.worker" in argv and worker_id.encode() in argv and str(home).encode() in argv:
             return int(entry.name)
     return None
 
@@ -87,7 +90,7 @@ def kill_a_deploy_worker_and_follow(home: Path, database_url: str | None, *, res
             return None
 
         run_id, worker, epoch = wait_for(held_deploy_run, timeout_s=180, what="a worker to hold a deploy run")
-        pid = wait_for(lambda: worker_pid(worker), timeout_s=10, what=f"the process of worker {worker}")
+        pid = wait_for(lambda: worker_pid(worker, home), timeout_s=10, what=f"the process of worker {worker}")
         os.kill(pid, signal.SIGKILL)
         killed_at = time.monotonic()
 

@@ -1,0 +1,168 @@
+"""The twelve handoff-quality metrics of sec. 25, and verified success with and without handoff.
+
+Every definition is one SQL query over the tables of `baton.metrics.load`. A handoff is the span of
+a run's events from one `handoff_requested` to the next; what happened in that span decides its
+outcome. Rates carry their numerator, denominator and a 95% Wilson interval; a metric with nothing
+to measure is None, never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from baton.metrics.intervals import wilson
+
+SCHEMA_REASONS = ("state_schema_incompatible", "schema_transform_forbidden", "schema_transform_required")
+
+_VIEWS = """
+CREATE OR REPLACE TEMP VIEW run_events AS
+    SELECT * FROM events WHERE run_id <> 'baton:catalog';
+CREATE OR REPLACE TEMP VIEW windowed AS
+    SELECT *, sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END)
+              OVER (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING) AS handoff_no
+    FROM run_events;
+CREATE OR REPLACE TEMP VIEW handoffs AS
+    SELECT run_id, handoff_no,
+           min(ts) FILTER (WHERE event_type = 'handoff_requested') AS requested_at,
+           bool_or(event_type = 'ownership_transferred') AS committed,
+           bool_or(event_type = 'handoff_aborted') AS aborted,
+           min(ts) FILTER (WHERE event_type = 'resume_verified') AS verified_at,
+           bool_or(event_type = 'revalidation_failed') AS revalidation_failed,
+           bool_or(event_type IN ('revalidation_started', 'reverification_required')) AS revalidated,
+           bool_or(event_type = 'authority_downgraded') AS downgraded,
+           bool_or(event_type = 'operation_reconciled'
+                   AND json_extract_string(detail, '$.state') = 'UNKNOWN') AS left_unknown
+    FROM windowed WHERE handoff_no > 0 GROUP BY run_id, handoff_no;
+"""
+
+
+@dataclass(frozen=True)
+class Rate:
+    name: str
+    numerator: int
+    denominator: int
+
+    @property
+    def value(self) -> float | None:
+        return self.numerator / self.denominator if self.denominator else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return wilson(self.numerator, self.denominator)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    unit: str
+    count: int
+    p50: float | None
+    p95: float | None
+
+
+@dataclass(frozen=True)
+class Count:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
+class VerifiedSuccess:
+    kind: str
+    handoff: str
+    migration_class: str
+    verified: int
+    finished: int
+
+    @property
+    def rate(self) -> Rate:
+        return Rate(f"verified success, {self.kind}, {self.handoff}, {self.migration_class}", self.verified,
+                    self.finished)
+
+
+Metric = Rate | Distribution | Count
+
+
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in filter(str.strip, _VIEWS.split(";")):
+        con.execute(statement)
+
+
+def _rate(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> Rate:
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return Rate(name, int(row[0] or 0), int(row[1] or 0))
+
+
+def _distribution(con: duckdb.DuckDBPyConnection, name: str, unit: str, values_sql: str) -> Distribution:
+    row = con.execute(f"SELECT count(v), quantile_cont(v, 0.5), quantile_cont(v, 0.95) FROM ({values_sql}) AS t(v)"
+                      ).fetchone()
+    assert row is not None
+    count = int(row[0])
+    return Distribution(name, unit, count, float(row[1]) if count else None, float(row[2]) if count else None)
+
+
+def handoff_metrics(con: duckdb.DuckDBPyConnection) -> list[Metric]:
+    """The twelve metrics of sec. 25, in the chapter's order."""
+    _prepare(con)
+    schema_reasons = ", ".join(f"'{reason}'" for reason in SCHEMA_REASONS)
+    return [
+        _rate(con, "handoff success rate",
+              "SELECT count(*) FILTER (WHERE committed AND verified_at IS NOT NULL), count(*) FROM handoffs"),
+        _rate(con, "resume failure rate",
+              "SELECT count(*) FILTER (WHERE revalidation_failed OR verified_at IS NULL), count(*) "
+              "FROM handoffs WHERE committed"),
+        _distribution(con, "checkpoint latency", "ms",
+                      "SELECT epoch_ms(sealed_at) - epoch_ms(ts) FROM ("
+                      " SELECT ts, event_type, lead(ts) OVER w AS sealed_at, lead(event_type) OVER w AS next_type"
+                      " FROM run_events WHERE event_type IN ('checkpoint_started', 'checkpoint_sealed')"
+                      " WINDOW w AS (PARTITION BY run_id ORDER BY seq))"
+                      " WHERE event_type = 'checkpoint_started' AND next_type = 'checkpoint_sealed'"),
+        _distribution(con, "checkpoint size", "bytes", "SELECT bytes FROM checkpoint_sizes"),
+        _distribution(con, "recovery time", "s",
+                      "SELECT (epoch_ms(verified_at) - epoch_ms(requested_at)) / 1000.0 FROM handoffs "
+                      "WHERE committed AND verified_at IS NOT NULL"),
+        _rate(con, "revalidation rate",
+              "SELECT count(*) FILTER (WHERE revalidated), count(*) FROM handoffs WHERE committed"),
+        _rate(con, "handoff-induced UNKNOWN rate",
+              "SELECT count(*) FILTER (WHERE left_unknown), count(*) FROM handoffs"),
+        Count("duplicate-side-effect incidents", int(con.execute(
+            "SELECT count(*) FROM (SELECT run_id, logical_operation FROM effects GROUP BY ALL HAVING count(*) > 1)"
+        ).fetchone()[0])),  # type: ignore[index]
+        Count("stale-worker rejections", int(con.execute(
+            "SELECT count(*) FROM run_events WHERE event_type = 'stale_worker_rejected'").fetchone()[0])),  # type: ignore[index]
+        _rate(con, "state incompatibility rate",
+              "SELECT count(*) FILTER (WHERE list_has_any(json_extract_string(decision, '$.reasons[*]'), "
+              f"[{schema_reasons}])), count(*) FROM run_events "
+              "WHERE event_type IN ('compatibility_passed', 'compatibility_failed') AND decision IS NOT NULL"),
+        _rate(con, "handoff rollback rate",
+              "SELECT count(*) FILTER (WHERE aborted AND NOT committed), count(*) FROM handoffs"),
+        _rate(con, "authority downgrade rate",
+              "SELECT count(*) FILTER (WHERE downgraded), count(*) FROM handoffs WHERE committed"),
+    ]
+
+
+def verified_success(con: duckdb.DuckDBPyConnection) -> list[VerifiedSuccess]:
+    """Verified success of finished runs, with versus without a committed handoff, by kind and migration class."""
+    _prepare(con)
+    rows = con.execute("""
+        WITH finished AS (
+            SELECT run_id, arg_max(reason, seq) AS status FROM run_events
+            WHERE event_type = 'run_finished' GROUP BY run_id),
+        moved AS (
+            SELECT run_id, count(*) FILTER (WHERE event_type = 'ownership_transferred') AS moves,
+                   arg_max(json_extract_string(decision, '$.migration_class'), seq)
+                       FILTER (WHERE event_type = 'compatibility_passed') AS migration_class,
+                   arg_max(json_extract_string(detail, '$.kind'), seq)
+                       FILTER (WHERE event_type = 'run_created') AS created_kind
+            FROM run_events GROUP BY run_id)
+        SELECT coalesce(r.kind, m.created_kind, 'unknown') AS kind,
+               CASE WHEN coalesce(m.moves, 0) > 0 THEN 'with handoff' ELSE 'without handoff' END AS handoff,
+               CASE WHEN coalesce(m.moves, 0) > 0 THEN coalesce(m.migration_class, 'unknown') ELSE 'none' END,
+               count(*) FILTER (WHERE f.status = 'verified'), count(*)
+        FROM finished f LEFT JOIN moved m USING (run_id) LEFT JOIN runs r USING (run_id)
+        GROUP BY ALL ORDER BY ALL
+    """).fetchall()
+    return [VerifiedSuccess(str(k), str(h), str(c), int(v), int(n)) for k, h, c, v, n in rows]

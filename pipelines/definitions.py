@@ -11,16 +11,17 @@ from dagster import Definitions
 
 from assets.lineage_assets import LINEAGE_ASSETS
 from assets.lineage_checks import LINEAGE_CHECKS
+from assets.metrics_assets import handoff_metrics, metrics_job, metrics_refresh
 from pipelines.jobs import handoff_job, reverification_job
 from pipelines.resources import BatonResource
 from pipelines.schedules import freshness_reverification
 from sensors.baton_sensors import SENSORS
 
 defs = Definitions(
-    assets=LINEAGE_ASSETS,
+    assets=[*LINEAGE_ASSETS, handoff_metrics],
     asset_checks=LINEAGE_CHECKS,
-    jobs=[handoff_job, reverification_job],
+    jobs=[handoff_job, reverification_job, metrics_job],
     sensors=SENSORS,
-    schedules=[freshness_reverification],
+    schedules=[freshness_reverification, metrics_refresh],
     resources={"baton": BatonResource()},
 )

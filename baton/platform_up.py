@@ -162,6 +162,13 @@ def service_env(config: PlatformConfig) -> dict[str, str]:
     return env
 
 
+def dashboard_command(root: Path, port: int) -> list[str]:
+    """The Streamlit process that serves dashboard/app.py on loopback."""
+    return [sys.executable, "-m", "streamlit", "run", str(root / "dashboard" / "app.py"),
+            "--server.port", str(port), "--server.address", "127.0.0.1",
+            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+
+
 def service_specs(config: PlatformConfig) -> list[ServiceSpec]:
     """The services in start order: webserver, daemon, dashboard, fleet."""
     root = config.project_root
@@ -182,11 +189,9 @@ def service_specs(config: PlatformConfig) -> list[ServiceSpec]:
     if config.dashboard:
         dash = f"http://127.0.0.1:{config.dashboard_port}"
         specs.append(ServiceSpec(
-            "dashboard", [sys.executable, "-m", "streamlit", "run", str(root / "dashboard" / "app.py"),
-                          "--server.port", str(config.dashboard_port), "--server.address", "127.0.0.1",
-                          "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            "dashboard", dashboard_command(root, config.dashboard_port),
             env=env, cwd=root, probe=lambda: http_ok(f"{dash}/_stcore/health"), url=dash,
-            hint="the ops dashboard (runs by status; the dashboard issue fills it)"))
+            hint="the ops dashboard: handoff metrics (refreshed by Dagster every minute) and runs"))
     if config.fleet is not None:
         specs.append(ServiceSpec("fleet", config.fleet.argv(_tool("baton"), config.baton_home), env=env, cwd=root,
                                  hint=f"worker logs under {config.baton_home}/fleets/"))

@@ -1,8 +1,10 @@
 """The twelve handoff-quality metrics of sec. 25, and verified success with and without handoff.
 
-Every definition is one SQL query over the tables of `baton.metrics.load`. A handoff is the span of
-a run's events from one `handoff_requested` to the next; what happened in that span decides its
-outcome. Rates carry their numerator, denominator and a 95% Wilson interval; a metric with nothing
+Every definition is one SQL query over the tables of `baton.metrics.load`. A handoff is one
+`handoff_requested`; it commits with the `ownership_transferred` (or rolls back with the
+`handoff_aborted`) that follows it. What the new owner did (adoption, revalidation, the verified
+first transition) is attributed to the latest transfer before it, because a run can be asked to
+move again before its new owner has resumed. Rates carry their numerator, denominator and a 95% Wilson interval; a metric with nothing
 to measure is None, never zero.
 """
 
@@ -20,21 +22,30 @@ _VIEWS = """
 CREATE OR REPLACE TEMP VIEW run_events AS
     SELECT * FROM events WHERE run_id <> 'baton:catalog';
 CREATE OR REPLACE TEMP VIEW windowed AS
-    SELECT *, sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END)
-              OVER (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING) AS handoff_no
-    FROM run_events;
-CREATE OR REPLACE TEMP VIEW handoffs AS
-    SELECT run_id, handoff_no,
+    SELECT *,
+           sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END) OVER w AS request_no,
+           sum(CASE WHEN event_type = 'ownership_transferred' THEN 1 ELSE 0 END) OVER w AS transfer_no
+    FROM run_events WINDOW w AS (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING);
+CREATE OR REPLACE TEMP VIEW requests AS
+    SELECT run_id, request_no,
            min(ts) FILTER (WHERE event_type = 'handoff_requested') AS requested_at,
            bool_or(event_type = 'ownership_transferred') AS committed,
            bool_or(event_type = 'handoff_aborted') AS aborted,
+           bool_or(event_type = 'authority_downgraded') AS downgraded
+    FROM windowed WHERE request_no > 0 GROUP BY run_id, request_no;
+CREATE OR REPLACE TEMP VIEW transfers AS
+    SELECT run_id, transfer_no,
+           max(request_no) FILTER (WHERE event_type = 'ownership_transferred') AS request_no,
            min(ts) FILTER (WHERE event_type = 'resume_verified') AS verified_at,
            bool_or(event_type = 'revalidation_failed') AS revalidation_failed,
            bool_or(event_type IN ('revalidation_started', 'reverification_required')) AS revalidated,
-           bool_or(event_type = 'authority_downgraded') AS downgraded,
            bool_or(event_type = 'operation_reconciled'
                    AND json_extract_string(detail, '$.state') = 'UNKNOWN') AS left_unknown
-    FROM windowed WHERE handoff_no > 0 GROUP BY run_id, handoff_no;
+    FROM windowed WHERE transfer_no > 0 GROUP BY run_id, transfer_no;
+CREATE OR REPLACE TEMP VIEW moves AS
+    SELECT r.*, t.transfer_no, t.verified_at, coalesce(t.revalidation_failed, false) AS revalidation_failed,
+           coalesce(t.revalidated, false) AS revalidated, coalesce(t.left_unknown, false) AS left_unknown
+    FROM requests r LEFT JOIN transfers t USING (run_id, request_no);
 """
 
 
@@ -110,24 +121,22 @@ def handoff_metrics(con: duckdb.DuckDBPyConnection) -> list[Metric]:
     schema_reasons = ", ".join(f"'{reason}'" for reason in SCHEMA_REASONS)
     return [
         _rate(con, "handoff success rate",
-              "SELECT count(*) FILTER (WHERE committed AND verified_at IS NOT NULL), count(*) FROM handoffs"),
+              "SELECT count(*) FILTER (WHERE committed AND verified_at IS NOT NULL AND NOT revalidation_failed), "
+              "count(*) FROM moves"),
         _rate(con, "resume failure rate",
-              "SELECT count(*) FILTER (WHERE revalidation_failed OR verified_at IS NULL), count(*) "
-              "FROM handoffs WHERE committed"),
+              "SELECT count(*) FILTER (WHERE revalidation_failed OR verified_at IS NULL), count(*) FROM transfers"),
         _distribution(con, "checkpoint latency", "ms",
                       "SELECT epoch_ms(sealed_at) - epoch_ms(ts) FROM ("
                       " SELECT ts, event_type, lead(ts) OVER w AS sealed_at, lead(event_type) OVER w AS next_type"
                       " FROM run_events WHERE event_type IN ('checkpoint_started', 'checkpoint_sealed')"
                       " WINDOW w AS (PARTITION BY run_id ORDER BY seq))"
                       " WHERE event_type = 'checkpoint_started' AND next_type = 'checkpoint_sealed'"),
-        _distribution(con, "checkpoint size", "bytes", "SELECT bytes FROM checkpoint_sizes"),
+        _distribution(con, "checkpoint size", "manifest bytes", "SELECT bytes FROM checkpoint_sizes"),
         _distribution(con, "recovery time", "s",
-                      "SELECT (epoch_ms(verified_at) - epoch_ms(requested_at)) / 1000.0 FROM handoffs "
+                      "SELECT (epoch_ms(verified_at) - epoch_ms(requested_at)) / 1000.0 FROM moves "
                       "WHERE committed AND verified_at IS NOT NULL"),
-        _rate(con, "revalidation rate",
-              "SELECT count(*) FILTER (WHERE revalidated), count(*) FROM handoffs WHERE committed"),
-        _rate(con, "handoff-induced UNKNOWN rate",
-              "SELECT count(*) FILTER (WHERE left_unknown), count(*) FROM handoffs"),
+        _rate(con, "revalidation rate", "SELECT count(*) FILTER (WHERE revalidated), count(*) FROM transfers"),
+        _rate(con, "handoff-induced UNKNOWN rate", "SELECT count(*) FILTER (WHERE left_unknown), count(*) FROM moves"),
         Count("duplicate-side-effect incidents", int(con.execute(
             "SELECT count(*) FROM (SELECT run_id, logical_operation FROM effects GROUP BY ALL HAVING count(*) > 1)"
         ).fetchone()[0])),  # type: ignore[index]
@@ -138,9 +147,9 @@ def handoff_metrics(con: duckdb.DuckDBPyConnection) -> list[Metric]:
               f"[{schema_reasons}])), count(*) FROM run_events "
               "WHERE event_type IN ('compatibility_passed', 'compatibility_failed') AND decision IS NOT NULL"),
         _rate(con, "handoff rollback rate",
-              "SELECT count(*) FILTER (WHERE aborted AND NOT committed), count(*) FROM handoffs"),
+              "SELECT count(*) FILTER (WHERE aborted AND NOT committed), count(*) FROM requests"),
         _rate(con, "authority downgrade rate",
-              "SELECT count(*) FILTER (WHERE downgraded), count(*) FROM handoffs WHERE committed"),
+              "SELECT count(*) FILTER (WHERE downgraded), count(*) FROM requests WHERE committed"),
     ]
 
 

@@ -88,5 +88,12 @@ def load_event_log(
 
 def load_from_store(store: SqlStore, effects: Iterable[EffectRecord] = (), *,
                     con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """The whole event log and run table of a Baton store, plus the targets' effect records."""
-    return load_event_log(store.list_events(), store.list_runs(), effects, con=con)
+    """The whole event log and run table of a Baton store, plus the targets' effect records.
+
+    Checkpoint size is the byte length of each sealed manifest (its canonical JSON); the blobs it
+    references are shared along the chain and counted by `baton bench checkpoint`, not here.
+    """
+    runs = store.list_runs()
+    sizes = [(c.run_id, c.checkpoint_id, len(c.model_dump_json().encode()))
+             for run in runs for c in store.list_checkpoints(run.run_id)]
+    return load_event_log(store.list_events(), runs, effects, sizes, con=con)

@@ -33,6 +33,7 @@ def _log() -> list[tuple[int, Event]]:
         ev(E.RUN_CREATED, "B", detail={"kind": "research"}),
         ev(E.RUN_CREATED, "C", detail={"kind": "deploy"}),
         ev(E.RUN_CREATED, "D", detail={"kind": "deploy"}),
+        ev(E.RUN_CREATED, "E", detail={"kind": "deploy"}),
         ev(E.RELEASE_PUBLISHED, "baton:catalog"),
         ev(E.CHECKPOINT_STARTED, "A"),
         ev(E.CHECKPOINT_SEALED, "A", after_ms=10),
@@ -58,6 +59,14 @@ def _log() -> list[tuple[int, Event]]:
         ev(E.OPERATION_RECONCILED, "D", detail={"state": "UNKNOWN", "operation_id": "op-1"}),
         ev(E.REVALIDATION_FAILED, "D"),
         ev(E.RUN_FINISHED, "D", reason="escalated"),
+        # E is asked to move again before its first new owner resumed: that resume belongs to the first move.
+        ev(E.HANDOFF_REQUESTED, "E"),
+        ev(E.OWNERSHIP_TRANSFERRED, "E"),
+        ev(E.HANDOFF_REQUESTED, "E"),
+        ev(E.RESUME_VERIFIED, "E"),
+        ev(E.OWNERSHIP_TRANSFERRED, "E"),
+        ev(E.RESUME_VERIFIED, "E"),
+        ev(E.RUN_FINISHED, "E", reason="verified"),
     ]
 
 
@@ -81,20 +90,21 @@ def _rate(metrics: dict[str, Any], name: str) -> tuple[int, int]:
 
 
 def test_rates_over_handoffs(metrics: dict[str, Any]) -> None:
-    assert _rate(metrics, "handoff success rate") == (1, 3)
-    assert _rate(metrics, "resume failure rate") == (1, 2)
-    assert _rate(metrics, "revalidation rate") == (1, 2)
-    assert _rate(metrics, "handoff-induced UNKNOWN rate") == (1, 3)
+    assert _rate(metrics, "handoff success rate") == (3, 5)  # A, and both moves of E
+    assert _rate(metrics, "resume failure rate") == (1, 4)  # D, of the transfers A, D, E, E
+    assert _rate(metrics, "revalidation rate") == (1, 4)
+    assert _rate(metrics, "handoff-induced UNKNOWN rate") == (1, 5)
     assert _rate(metrics, "state incompatibility rate") == (1, 3)
-    assert _rate(metrics, "handoff rollback rate") == (1, 3)
-    assert _rate(metrics, "authority downgrade rate") == (1, 2)
+    assert _rate(metrics, "handoff rollback rate") == (1, 5)
+    assert _rate(metrics, "authority downgrade rate") == (1, 4)
 
 
 def test_distributions(metrics: dict[str, Any]) -> None:
     latency, size, recovery = (metrics[n] for n in ("checkpoint latency", "checkpoint size", "recovery time"))
     assert isinstance(latency, Distribution) and (latency.count, latency.p50) == (2, pytest.approx(20.0))
     assert isinstance(size, Distribution) and size.p50 == pytest.approx(2000.0)
-    assert isinstance(recovery, Distribution) and (recovery.count, recovery.p50) == (1, pytest.approx(2.0))
+    assert isinstance(recovery, Distribution) and (recovery.count, recovery.p50) == (3, pytest.approx(0.003))
+    assert recovery.p95 == pytest.approx(0.003 + 0.9 * (2.0 - 0.003))  # linear interpolation towards A's 2 s
 
 
 def test_counts_come_from_the_targets_records_and_the_log(metrics: dict[str, Any]) -> None:
@@ -108,6 +118,7 @@ def test_verified_success_with_and_without_handoff(metrics: dict[str, Any]) -> N
     assert cells == {
         ("deploy", "with handoff", "BEHAVIORAL"): (0, 1),
         ("deploy", "with handoff", "PHYSICAL"): (1, 1),
+        ("deploy", "with handoff", "unknown"): (1, 1),
         ("deploy", "without handoff", "none"): (1, 1),
         ("research", "without handoff", "none"): (0, 1),
     }

@@ -58,12 +58,18 @@ def answered(data_dir: Path, key: str) -> list[str]:
 
 
 @contextmanager
-def deploy_service(data_dir: Path, *ablations: str, guard: Sequence[str] = ()) -> Iterator[DeployClient]:
-    """A deploy service subprocess, started with `ablations` in its environment (it inherits them), and a client."""
+def deploy_service(
+    data_dir: Path, *ablations: str, guard: Sequence[str] = (), ambiguous_rate: float = 0.0, timeout_s: float = 5.0,
+) -> Iterator[DeployClient]:
+    """A deploy service subprocess, started with `ablations` in its environment (it inherits them), and a client.
+
+    With `ambiguous_rate` 1.0 every fresh deployment is committed, then answered only after 3 s.
+    """
     with ablation_env(*ablations) if ablations else nullcontext():
-        service = ServiceProcess.deploy(data_dir, guard=guard).start()
+        service = ServiceProcess.deploy(data_dir, guard=guard, ambiguous_rate=ambiguous_rate, seed=1,
+                                        ambiguous_delay_s=3.0).start()
     try:
-        with DeployClient(service.url, timeout_s=5.0) as client:
+        with DeployClient(service.url, timeout_s=timeout_s) as client:
             yield client
     finally:
         service.stop()

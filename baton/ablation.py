@@ -29,6 +29,7 @@ class Ablation(StrEnum):
     """The protections that can be switched off, one name each."""
 
     GATEWAY_EPOCH = "gateway-epoch"
+    LEASE_CAS = "lease-cas"
     STORE_CLAIM_EPOCH = "store-claim-epoch"
     TARGET_FENCE = "target-fence"
     CAPABILITY_CHECK = "capability-check"

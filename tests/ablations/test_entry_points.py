@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from baton.ablation import ENV_VAR, Ablation, ablation_env
+from baton.authority_http import AuthorityServiceProcess
 from baton.targets.service_process import ServiceProcess
 
 BATON = str(Path(sys.executable).parent / "baton")
@@ -66,5 +67,15 @@ def test_a_target_service_started_with_ablations_serves_and_warns(tmp_path: Path
     try:
         log = (tmp_path / "deploy" / "service.log").read_text(encoding="utf-8")
         assert f"{BANNER} ({ENV_VAR}=idempotency)" in log
+    finally:
+        service.stop()
+
+
+def test_the_authority_service_started_with_ablations_serves_and_warns(tmp_path: Path) -> None:
+    with ablation_env(Ablation.APPROVAL_CHECK.value):
+        service = AuthorityServiceProcess(tmp_path / "authority", f"sqlite:///{tmp_path / 'baton.db'}").start()
+    try:
+        log = (tmp_path / "authority" / "service.log").read_text(encoding="utf-8")
+        assert f"authority service: {BANNER} ({ENV_VAR}=approval-check)" in log
     finally:
         service.stop()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
@@ -106,3 +107,25 @@ def refuse_if_ablated(entry_point: str) -> None:
             f"{entry_point} refuses to start with {ENV_VAR}={','.join(sorted(names))}: "
             "ablations are for the fault harness and tests only"
         )
+
+
+def exit_if_ablated(entry_point: str) -> None:
+    """`refuse_if_ablated` for a command line: print the refusal to stderr and exit with status 2."""
+    try:
+        refuse_if_ablated(entry_point)
+    except AblationActive as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(2) from None
+
+
+def warn_if_ablated(process: str) -> frozenset[str]:
+    """Print a loud warning to stderr when a harness-started process runs with protections switched off."""
+    names = active_ablations()
+    if names:
+        bar = "!" * 78
+        sys.stderr.write(
+            f"{bar}\n!! {process}: PROTECTIONS SWITCHED OFF ({ENV_VAR}={','.join(sorted(names))})\n"
+            f"!! test-only ablation run; never use this process for real work\n{bar}\n"
+        )
+        sys.stderr.flush()
+    return names

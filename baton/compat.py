@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
+from baton.ablation import Ablation, gate_reason_ablated, is_ablated
 from baton.checkpoints import RestoredRun
 from baton.models import (
     AuthorityLevel,
@@ -202,7 +203,7 @@ def _release_findings(
 def _schema_findings(
     checkpoint: AnyCheckpoint, target: Placement, policy: HandoffPolicy
 ) -> tuple[list[GateReason], str | None]:
-    if checkpoint.schema_version in target.readable_schema_versions:
+    if checkpoint.schema_version in target.readable_schema_versions or is_ablated(Ablation.SCHEMA_GATE):
         return [], checkpoint.schema_version
     reachable = transform_target(checkpoint.schema_version, target.readable_schema_versions)
     if reachable is None:
@@ -267,7 +268,7 @@ def evaluate_handoff(
         reasons.append(GateReason.PROVIDER_CHANGE_FORBIDDEN)
 
     needed = resume_release or release
-    if needed.verifier_bundle not in target_placement.verifiers:
+    if needed.verifier_bundle not in target_placement.verifiers and not is_ablated(Ablation.VERIFIER_GATE):
         reasons.append(GateReason.VERIFIER_UNAVAILABLE)
     if needed.tool_contract not in target_placement.tools:
         reasons.append(GateReason.TOOL_CONTRACT_UNAVAILABLE)
@@ -292,6 +293,14 @@ def evaluate_handoff(
     reconcile = has_unresolved_operations or checkpoint.resumability is ResumabilityClass.R5
     if has_unresolved_operations:
         reasons.append(GateReason.UNRESOLVED_OPERATIONS)
+    kept = [reason for reason in reasons if not gate_reason_ablated(reason.value)]
+    if kept != reasons:  # test-only ablations (baton.ablation): the gate decides as if they were never found
+        reasons, resume_release, schema_version = kept, resume_release or release, schema_version or checkpoint.schema_version
+        if GateReason.AUTHORITY_DOWNGRADED not in kept and GateReason.AUTHORITY_DOWNGRADE_FORBIDDEN not in kept:
+            ceiling, downgraded = authority, False
+        environment_changed &= GateReason.ENVIRONMENT_CHANGED in kept
+        runtime_changed &= GateReason.RUNTIME_CHANGED in kept
+        reconcile &= GateReason.UNRESOLVED_OPERATIONS in kept or checkpoint.resumability is ResumabilityClass.R5
 
     if any(reason in BLOCKING for reason in reasons) or resume_release is None or schema_version is None:
         return _refused(reasons)

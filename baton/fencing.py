@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import FencedTokenError
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS baton_fence (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)"
@@ -110,7 +111,7 @@ class FenceGuard:
         """Accept `token` or raise `FencedTokenError`; return the run's mark afterwards."""
         with self._own_transaction(conn) as db:
             row = db.execute("SELECT epoch FROM baton_fence WHERE run_id = ?", (token.run_id,)).fetchone()
-            if row is not None and token.epoch < int(row[0]):
+            if row is not None and token.epoch < int(row[0]) and not is_ablated(Ablation.TARGET_FENCE):
                 raise FencedTokenError(
                     f"fencing token for run {token.run_id!r} carries epoch {token.epoch}, "
                     f"but this target has already seen epoch {int(row[0])}: the sender was fenced off",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from baton.ablation import refuse_if_ablated
 from baton.platform_gql import answers, daemons_healthy, http_ok
 from baton.platform_procs import ProcessSet, ServiceFailed, ServiceSpec
 
@@ -223,6 +224,7 @@ def where_to_look(config: PlatformConfig, ready: dict[str, float]) -> list[str]:
 
 def run_platform(config: PlatformConfig, say: Callable[[str], None] = print) -> int:
     """Start the platform, print where to look, wait for Ctrl-C/SIGTERM, stop everything. Exit code."""
+    refuse_if_ablated("baton platform")
     prepare_dagster_home(config)
     config.baton_home.mkdir(parents=True, exist_ok=True)
     procs = ProcessSet(log_dir=config.dagster_home / "logs")

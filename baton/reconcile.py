@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import RetryRefusedError
 from baton.gateway import MutationGateway, MutationRequest, MutationResult, MutationTarget
 from baton.history import HistorySink, Recorder
@@ -126,6 +127,8 @@ class Reconciler:
     # -- internals ----------------------------------------------------------------------------
 
     def _ask(self, target: MutationTarget | None, operation_id: str) -> OperationState:
+        if is_ablated(Ablation.RECONCILE_BEFORE_RETRY):  # an open outcome taken as failed, without asking
+            return OperationState.NOT_COMMITTED
         if target is None:
             return OperationState.UNKNOWN
         state = OperationState.UNKNOWN

@@ -18,6 +18,7 @@ from detect_secrets.core.plugins import initialize
 from detect_secrets.plugins.keyword import DENYLIST_REGEX
 from detect_secrets.settings import transient_settings
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import SecretInStateError
 
 _PLUGINS = [
@@ -118,6 +119,8 @@ def secrets_in_json(value: Any) -> list[str]:
 
 def ensure_no_secrets(items: Iterable[tuple[str, Any]]) -> None:
     """Raise SecretInStateError if any (label, JSON value or text) pair holds something credential-like."""
+    if is_ablated(Ablation.SECRET_SCAN):
+        return
     for label, value in items:
         kinds = find_secrets(value) if isinstance(value, str) else secrets_in_json(value)
         if kinds:

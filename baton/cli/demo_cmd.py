@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from baton.ablation import exit_if_ablated
 from baton.cli.fleet_cmd import fleet_ok, print_summary, run_with_progress
 from baton.fleet import FleetConfig
 from baton.scripted_run import run_scripted_research
@@ -20,6 +21,7 @@ def register(app: typer.Typer) -> None:
         fleet: bool = typer.Option(True, "--fleet/--no-fleet", help="Also run a small live fleet with chaos."),
     ) -> None:
         """A scripted run sealed and re-verified at each boundary, then a live fleet (6 runs, 3 workers, chaos)."""
+        exit_if_ablated("baton demo")
         console = Console(width=max(Console().width, 110))
         home = baton_home()
         store = open_store(None, home)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from baton.ablation import exit_if_ablated
 from baton.fleet import COORDINATORS, FleetConfig, FleetProgress, FleetSummary, run_fleet
 from baton.store.factory import baton_home, database_url
 
@@ -112,6 +113,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run a live fleet of worker processes on real target services until every run ends."""
+        exit_if_ablated("baton fleet")
         if coordinator not in COORDINATORS:
             raise typer.BadParameter(f"--coordinator is one of {', '.join(COORDINATORS)}, not {coordinator!r}")
         console = Console(width=max(Console().width, 110), stderr=as_json)

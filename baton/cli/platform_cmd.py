@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from baton.ablation import exit_if_ablated
 from baton.platform_up import FleetArgs, default_config, free_port, port_free, run_platform
 
 
@@ -40,6 +41,7 @@ def register(app: typer.Typer) -> None:
         ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds to wait for the services."),
     ) -> None:
         """Start the platform, print its URLs and what to look at; Ctrl-C stops every process it started."""
+        exit_if_ablated("baton platform")
         if coordinator not in ("dagster", "local"):
             raise typer.BadParameter("--coordinator is dagster or local")
         config = default_config()

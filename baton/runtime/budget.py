@@ -8,6 +8,7 @@ two: usage never decreases across a handoff (invariant 8).
 
 from __future__ import annotations
 
+from baton.ablation import Ablation, is_ablated
 from baton.models import BudgetLedger, BudgetUsage
 
 
@@ -18,4 +19,6 @@ def usage_max(first: BudgetUsage, second: BudgetUsage) -> BudgetUsage:
 
 def resumed_ledger(checkpointed: BudgetLedger, charged: BudgetUsage) -> BudgetLedger:
     """The ledger a new owner continues with: same limits, usage never below either record."""
+    if is_ablated(Ablation.BUDGET_CARRY_OVER):  # the new owner starts from a fresh budget
+        return checkpointed.model_copy(update={"used": BudgetUsage()})
     return checkpointed.model_copy(update={"used": usage_max(checkpointed.used, charged)})

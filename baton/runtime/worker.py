@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from baton.ablation import warn_if_ablated
 from baton.authority import CapabilityVerifier
 from baton.authority_http import HttpAuthorityClient
 from baton.catalog.changes import current_placements
@@ -190,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m baton.runtime.worker`."""
     args = _parser().parse_args(argv)
+    warn_if_ablated(f"worker {args.worker_id}")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {args.worker_id} %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)

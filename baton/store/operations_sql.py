@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import RecordNotFoundError, StaleEpochError, StoreError
 from baton.identity import canonical_json
 from baton.models.budget import BudgetUsage
@@ -61,6 +62,7 @@ _PG_CLAIM = (
     " CASE WHEN i.run_id IS NOT NULL THEN jsonb_build_array(i.payload_ref, i.operation_id, i.state, i.outcome) END"
     " FROM lease LEFT JOIN idempotency i ON i.run_id = ? AND i.idempotency_key = ?"
 )
+_PG_CLAIM_UNFENCED = _PG_CLAIM.replace("WHERE epoch = ?", "WHERE (epoch = ? OR TRUE)", 1)  # ablation store-claim-epoch
 _UNIQUE_VIOLATION = "23505"
 
 # The operation body with its new state and (when given) detail, computed by the database.
@@ -132,7 +134,7 @@ class OperationsSql(StoreCore):
 
     @staticmethod
     def _check_epoch(entry: OperationEntry, current: int) -> None:
-        if entry.epoch != current:
+        if entry.epoch != current and not is_ablated(Ablation.STORE_CLAIM_EPOCH):
             raise StaleEpochError(
                 f"run {entry.run_id!r}: operation {entry.operation_id!r} was requested at epoch {entry.epoch}, "
                 f"but the run's current epoch is {current}; the request is fenced"
@@ -211,14 +213,15 @@ class OperationsSql(StoreCore):
 
     @staticmethod
     def _admitted(entry: OperationEntry, current: int, now: dt.datetime, valid_until: dt.datetime | None) -> bool:
-        return entry.epoch == current and (valid_until is None or now < valid_until)
+        epoch_ok = entry.epoch == current or is_ablated(Ablation.STORE_CLAIM_EPOCH)
+        return epoch_ok and (valid_until is None or now < valid_until)
 
     def _claim_pg(
         self, tx: Tx, entry: OperationEntry, valid_until: dt.datetime | None, stamp: bool
     ) -> Claim:
         run_id, key = entry.run_id, entry.idempotency_key
         row = tx.one(
-            _PG_CLAIM,
+            _PG_CLAIM_UNFENCED if is_ablated(Ablation.STORE_CLAIM_EPOCH) else _PG_CLAIM,
             (
                 run_id,
                 entry.epoch, valid_until, valid_until,

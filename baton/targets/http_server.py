@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.ablation import warn_if_ablated
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
 from baton.targets.capability_guard import TargetGuard, add_guard_arguments
@@ -158,6 +159,7 @@ def service_arguments(description: str) -> argparse.ArgumentParser:
 
 def serve(app: FastAPI, host: str, port: int, port_file: Path) -> None:
     """Bind, publish the bound port in `port_file` (atomically), then serve until SIGTERM."""
+    warn_if_ablated(f"target service {app.title!r}")
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

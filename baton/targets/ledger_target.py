@@ -55,6 +55,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, JsonValue
 
+from baton.ablation import warn_if_ablated
 from baton.checker import TargetEffect
 from baton.errors import CapabilityError, FencedTokenError, TargetRejectedError, TargetUnavailableError
 from baton.fencing import FenceGuard, FencingToken
@@ -500,6 +501,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", required=True, type=Path, help="directory holding the ledger's records")
     add_guard_arguments(parser)
     args = parser.parse_args(argv)
+    warn_if_ablated("ledger target")
     directory: Path = args.dir
     app = create_app(directory, guard_from_arguments(args, DEFAULT_OPERATION))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

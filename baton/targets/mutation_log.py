@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import BatonError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FenceGuard, FencingToken
 from baton.models.operation import OperationState
@@ -116,7 +117,7 @@ class MutationLog:
             except FencedTokenError as exc:
                 self._log(operation_id, idempotency_key, token, "fenced", str(exc))
                 raise
-            known = self._by_key.get(idempotency_key)
+            known = None if is_ablated(Ablation.IDEMPOTENCY) else self._by_key.get(idempotency_key)
             if known is not None:
                 recorded = {name: known.get(name) for name in payload}
                 same_run = known["run_id"] == token.run_id

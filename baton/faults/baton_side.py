@@ -127,9 +127,12 @@ class BatonRun:
         wait_until(lambda: not self.store.get_lease(self.run_id).held_at(self.store.db_now()),
                    timeout_s=LEASE_TTL_S * 10, what="the lease to lapse")
 
-    def hand_off(self, to: str, reason: str = "lease_expired") -> str:
-        """Move the run to `to` through the coordinator every trigger uses; the outcome's summary."""
-        if to not in self.slots:
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+        """Move the run to `to` through the coordinator every trigger uses; the outcome's summary.
+
+        Without `start_worker` the run waits, reserved for `to`, until `worker(to)` starts one there.
+        """
+        if start_worker and to not in self.slots:
             self.worker(to)
         deploy, corpus = connect_targets(self.rig.home, timeout_s=2.0)
         try:

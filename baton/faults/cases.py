@@ -36,7 +36,7 @@ class CaseRun(Protocol):
     def freeze(self, placement: str) -> int: ...
     def thaw(self, pid: int) -> None: ...
     def wait_lease_lapsed(self) -> None: ...
-    def hand_off(self, to: str, reason: str = "lease_expired") -> str: ...
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
     def tamper_manifest(self) -> str: ...
     def wait_end(self, timeout_s: float = 90.0) -> str: ...
 
@@ -126,13 +126,15 @@ def _requests(rig: Rig, run_id: str) -> list[dict[str, Any]]:
 
 
 def manifest_corrupted(run: CaseRun, rig: Rig, notes: list[str]) -> None:
-    """The worker dies after VERIFIED is checkpointed; one byte of that checkpoint's candidate manifest flips."""
+    """The worker dies after VERIFIED is checkpointed; the move is decided; then, before the new owner
+    restores, one byte of that checkpoint's candidate manifest flips on disk."""
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
     _kill_at(run, rig, notes, "sealed:VERIFIED")
-    notes.append(run.tamper_manifest())
     run.wait_lease_lapsed()
-    notes.append(run.hand_off(SAME_RELEASE))
+    notes.append(run.hand_off(SAME_RELEASE, start_worker=False))
+    notes.append(run.tamper_manifest())
+    run.worker(SAME_RELEASE)
     notes.append(f"ended {run.wait_end()}")
 
 

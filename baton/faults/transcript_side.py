@@ -87,8 +87,9 @@ class TranscriptRun:
         """A transcript scheduler holds no lease: it declares the worker lost after the same heartbeat timeout."""
         time.sleep(2.0)
 
-    def hand_off(self, to: str, reason: str = "lease_expired") -> str:
-        self.worker(to)
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+        if start_worker:
+            self.worker(to)
         return f"transcript copied to a new worker on {to} ({reason})"
 
     def tamper_manifest(self) -> str:

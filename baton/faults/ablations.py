@@ -1,0 +1,58 @@
+"""Ablation runs: the matrix under Baton with one protection switched off, and which cases' oracles notice.
+
+`CATCHING_CASE` is the table the CI test runs: for each ablation, the
+smallest case (one case, Baton only) whose oracles caught it in a full
+`baton faults --ablate all` run (docs/fault-matrix.md). An ablation mapped to
+None was caught by no case in that run: a finding, listed as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from baton.ablation import GATE_PREFIX, Ablation
+from baton.compat import BLOCKING
+from baton.faults.matrix import run_matrix
+
+ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(
+    sorted(GATE_PREFIX + reason.value for reason in BLOCKING))
+"""Every protection `--ablate all` switches off in turn: the named switches, then each blocking gate reason."""
+
+CATCHING_CASE: dict[str, str | None] = {name: None for name in ABLATIONS}
+"""Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding)."""
+
+
+class AblationResult(BaseModel):
+    """One ablation: which cases' oracles said yes (or crashed) with that protection off."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    caught: dict[str, list[str]] = Field(default_factory=dict)
+    """case id -> the questions answered yes (or `crashed`)."""
+    evidence: dict[str, list[str]] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def run_ablation(name: str, *, seed: int = 0, root: Path | None = None, store_url: str | None = None,
+                 cases: list[str] | None = None) -> AblationResult:
+    """The matrix (Baton only) with `name` switched off; the cases whose oracles caught it."""
+    report = run_matrix(seed, cases=cases, root=None if root is None else root / name.replace(":", "-"),
+                        store_url=store_url, ablations=(name,))
+    caught: dict[str, list[str]] = {}
+    evidence: dict[str, list[str]] = {}
+    for result in report.of("baton"):
+        questions = [q.value for q in result.violated] + (["crashed"] if result.error else [])
+        if questions:
+            caught[result.case_id] = questions
+            evidence[result.case_id] = [line for q in result.violated for line in result.answers[q]] + (
+                [result.error.splitlines()[0]] if result.error else [])
+    return AblationResult(name=name, caught=caught, evidence=evidence, seconds=report.seconds)
+
+
+def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, store_url: str | None = None,
+                  cases: list[str] | None = None) -> list[AblationResult]:
+    """Each ablation in turn over `cases` (default every case)."""
+    return [run_ablation(name, seed=seed, root=root, store_url=store_url, cases=cases) for name in names]

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
-
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -20,38 +18,11 @@ from rich.table import Table
 from baton.ablation import Ablation, UnknownAblation, parse_ablations
 from baton.faults.ablations import ABLATIONS, AblationResult, run_ablations
 from baton.faults.cases import CASE_LIST, CASES
-from baton.faults.matrix import CaseResult, MatrixReport, run_matrix
+from baton.faults.doc import ablation_section, matrix_section
+from baton.faults.doc import write as write_doc
+from baton.faults.matrix import CaseResult, MatrixReport, report_json, run_matrix
 from baton.faults.oracles import QUESTION_TEXT, Question
 from baton.faults.strategies import STRATEGIES
-
-
-def _result_json(result: CaseResult) -> dict[str, Any]:
-    return {
-        "answers": {q.value: bool(evidence) for q, evidence in result.answers.items()},
-        "evidence": {q.value: evidence for q, evidence in result.answers.items() if evidence},
-        "status": result.status,
-        "notes": result.notes,
-        "error": result.error,
-        "seconds": result.seconds,
-    }
-
-
-def report_json(report: MatrixReport) -> dict[str, Any]:
-    """The matrix as plain JSON data (what `baton faults --json` prints)."""
-    cases: dict[str, dict[str, Any]] = {}
-    for result in report.results:
-        entry = cases.setdefault(result.case_id, {"case_id": result.case_id, "title": result.title})
-        entry[result.strategy] = _result_json(result)
-    return {
-        "seed": report.seed,
-        "store": report.store,
-        "ok": report.ok,
-        "seconds": report.seconds,
-        "violations": {s: report.violations(s) for s in STRATEGIES if report.of(s)},
-        "blind_controls": report.blind_controls,
-        "questions": {q.value: text for q, text in QUESTION_TEXT.items()},
-        "cases": list(cases.values()),
-    }
 
 
 def _cell(result: CaseResult | None) -> str:
@@ -98,6 +69,14 @@ def _print_ablations(results: list[AblationResult], console: Console) -> None:
     console.print(table)
 
 
+def _command(ablate: list[str], cases: list[str], url: str | None) -> str:
+    """The command line that regenerates a doc section (the store URL shown by its scheme only)."""
+    parts = ["baton faults", *(f"--ablate {a}" for a in ablate), *(f"--case {c}" for c in cases)]
+    if url:
+        parts.append("--store-url postgresql://...")
+    return " ".join(parts + ["--doc docs/fault-matrix.md"])
+
+
 def _ablation_names(values: list[str]) -> list[str]:
     if values == ["all"]:
         return list(ABLATIONS)
@@ -120,6 +99,8 @@ def register(app: typer.Typer) -> None:
                                              "(a fresh database per case); default BATON_DATABASE_URL, else SQLite."),
         keep: Path | None = typer.Option(None, "--keep", help="Keep every case's directory here."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print what happened in each case."),
+        doc: Path | None = typer.Option(None, "--doc", help="Rewrite this run's section of this Markdown file "
+                                        "(docs/fault-matrix.md)."),
     ) -> None:
         """Inject faults into real runs under Baton and two transcript-only controls; answer from outside oracles."""
         err = Console(stderr=True)
@@ -143,6 +124,9 @@ def register(app: typer.Typer) -> None:
                 err.print(str(exc))
                 raise typer.Exit(code=2) from None
             results = run_ablations(names, seed=seed, root=keep, store_url=url, cases=case or None)
+            if doc is not None:
+                write_doc(doc, "ablations", ablation_section([r.model_dump(mode="json") for r in results],
+                                                             _command(ablate, case, url)))
             if as_json:
                 typer.echo(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
             else:
@@ -152,6 +136,8 @@ def register(app: typer.Typer) -> None:
             return
         report = run_matrix(seed, cases=case or None, strategies=tuple(strategy) or STRATEGIES, root=keep,
                             store_url=url)
+        if doc is not None:
+            write_doc(doc, f"matrix-{report.store}", matrix_section(report_json(report), _command([], case, url)))
         if as_json:
             typer.echo(json.dumps(report_json(report), indent=2, sort_keys=True, default=str))
         else:

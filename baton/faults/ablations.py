@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from baton.ablation import GATE_PREFIX, Ablation
 from baton.compat import BLOCKING
+from baton.faults.cases import CASE_LIST
 from baton.faults.matrix import run_matrix
 
 ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(
@@ -54,5 +55,25 @@ def run_ablation(name: str, *, seed: int = 0, root: Path | None = None, store_ur
 
 def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, store_url: str | None = None,
                   cases: list[str] | None = None) -> list[AblationResult]:
-    """Each ablation in turn over `cases` (default every case)."""
-    return [run_ablation(name, seed=seed, root=root, store_url=store_url, cases=cases) for name in names]
+    """Each ablation in turn over `cases` (default every case).
+
+    A gate reason is switched off only in the cases whose handoffs raised it in an unablated
+    baseline run (Baton only, run first): elsewhere the gate never weighs it, so switching it
+    off changes nothing. A reason no case raises is reported uncaught, as the finding it is.
+    """
+    chosen = cases or [case.case_id for case in CASE_LIST]
+    raised: dict[str, list[str]] = {}
+    if any(name.startswith(GATE_PREFIX) for name in names):
+        baseline = run_matrix(seed, cases=chosen, strategies=("baton",), store_url=store_url,
+                              root=None if root is None else root / "baseline")
+        for result in baseline.of("baton"):
+            for reason in result.gate_reasons:
+                raised.setdefault(GATE_PREFIX + reason, []).append(result.case_id)
+    results = []
+    for name in names:
+        subset = raised.get(name, []) if name.startswith(GATE_PREFIX) else chosen
+        if not subset:
+            results.append(AblationResult(name=name, evidence={"-": ["no case's handoff raised this gate reason"]}))
+            continue
+        results.append(run_ablation(name, seed=seed, root=root, store_url=store_url, cases=subset))
+    return results

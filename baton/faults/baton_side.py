@@ -165,8 +165,10 @@ class BatonRun:
         """What Baton says about the run: its status and the budget it accounted."""
         run = self.store.get_run(self.run_id)
         used = self.store.budget_used(self.run_id)
+        raised = sorted({str(reason) for _, event in self.store.list_events() if event.run_id == self.run_id
+                         for reason in (event.compatibility_decision or {}).get("reasons") or []})
         self.rig.write_reported({"run_id": self.run_id, "status": run.status, "model_calls": used.model_calls,
-                                 "model_spend_usd": str(used.model_spend_usd),
+                                 "model_spend_usd": str(used.model_spend_usd), "gate_reasons": raised,
                                  "limits": {"model_calls": self.limits.get("model_calls")}})
 
     def settle(self) -> None:

@@ -16,12 +16,13 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton.ablation import ablation_env
 from baton.faults.cases import CASE_LIST, CASES, FaultCase
-from baton.faults.oracles import Question, answer
+from baton.faults.oracles import QUESTION_TEXT, Question, answer
 from baton.faults.rig import REPORTED_FILE, Rig
 from baton.faults.strategies import CONTROLS, STRATEGIES, make_run
 
@@ -39,6 +40,8 @@ class CaseResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    gate_reasons: list[str] = Field(default_factory=list)
+    """The compatibility gate's reason codes raised in this run's handoffs (Baton only)."""
 
     @property
     def violated(self) -> list[Question]:
@@ -90,6 +93,7 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
     rig = Rig(directory, seed)
     notes: list[str] = []
     error, status = None, None
+    gate_reasons: list[str] = []
     run = None
     try:
         with rig.process_env():
@@ -98,7 +102,8 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
             case.script(run, rig, notes)
             run.settle()
             run.report()
-            status = str(json.loads((rig.root / REPORTED_FILE).read_text()).get("status"))
+            reported = json.loads((rig.root / REPORTED_FILE).read_text())
+            status, gate_reasons = str(reported.get("status")), list(reported.get("gate_reasons") or [])
     except Exception as exc:  # noqa: BLE001 - a crashed case is reported, and counts against its strategy
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
         if run is not None:
@@ -109,7 +114,8 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
     finally:
         rig.close()
     return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answer(directory),
-                      status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1))
+                      status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1),
+                      gate_reasons=gate_reasons)
 
 
 def run_matrix(
@@ -138,3 +144,32 @@ def run_matrix(
                     results.append(run_case(case, strategy, seed, base, store_url))
     return MatrixReport(seed=seed, store="postgresql" if store_url else "sqlite", ablations=ablations,
                         results=tuple(results), seconds=round(time.monotonic() - started, 1))
+
+
+def _result_json(result: CaseResult) -> dict[str, Any]:
+    return {
+        "answers": {q.value: bool(evidence) for q, evidence in result.answers.items()},
+        "evidence": {q.value: evidence for q, evidence in result.answers.items() if evidence},
+        "status": result.status,
+        "notes": result.notes,
+        "error": result.error,
+        "seconds": result.seconds,
+    }
+
+
+def report_json(report: MatrixReport) -> dict[str, Any]:
+    """The matrix as plain JSON data (what `baton faults --json` prints)."""
+    cases: dict[str, dict[str, Any]] = {}
+    for result in report.results:
+        entry = cases.setdefault(result.case_id, {"case_id": result.case_id, "title": result.title})
+        entry[result.strategy] = _result_json(result)
+    return {
+        "seed": report.seed,
+        "store": report.store,
+        "ok": report.ok,
+        "seconds": report.seconds,
+        "violations": {s: report.violations(s) for s in STRATEGIES if report.of(s)},
+        "blind_controls": report.blind_controls,
+        "questions": {q.value: text for q, text in QUESTION_TEXT.items()},
+        "cases": list(cases.values()),
+    }

@@ -80,6 +80,8 @@ def _command(ablate: list[str], cases: list[str], url: str | None) -> str:
 def _ablation_names(values: list[str]) -> list[str]:
     if values == ["all"]:
         return list(ABLATIONS)
+    if values == ["gates"]:
+        return [name for name in ABLATIONS if name.startswith("gate:")]
     names: list[str] = []
     for value in values:
         names += sorted(parse_ablations(value))
@@ -94,7 +96,7 @@ def register(app: typer.Typer) -> None:
         case: list[str] = typer.Option([], "--case", help="Run only these case ids (repeatable)."),
         strategy: list[str] = typer.Option([], "--strategy", help=f"Run only these of {', '.join(STRATEGIES)}."),
         ablate: list[str] = typer.Option([], "--ablate", help="Switch off this protection (repeatable; 'all' runs "
-                                         "each ablation in turn) and report which cases catch it."),
+                                         "each ablation in turn, 'gates' each gate reason) and report which cases catch it."),
         store_url: str | None = typer.Option(None, "--store-url", help="postgresql://... server for Baton's store "
                                              "(a fresh database per case); default BATON_DATABASE_URL, else SQLite."),
         keep: Path | None = typer.Option(None, "--keep", help="Keep every case's directory here."),

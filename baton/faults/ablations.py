@@ -13,13 +13,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton.ablation import GATE_PREFIX, Ablation
-from baton.compat import BLOCKING
+from baton.compat import GateReason
 from baton.faults.cases import CASE_LIST
 from baton.faults.matrix import run_matrix
 
-ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(
-    sorted(GATE_PREFIX + reason.value for reason in BLOCKING))
-"""Every protection `--ablate all` switches off in turn: the named switches, then each blocking gate reason."""
+ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFIX + reason.value for reason in GateReason)
+"""Every protection `--ablate all` switches off in turn: the named switches, then each reason of the gate."""
 
 CATCHING_CASE: dict[str, str | None] = {name: None for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding)."""

@@ -24,7 +24,7 @@ from baton.catalog.seed import hosted_placements
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
 from baton.handoff.coordinator import HandoffRequest
-from baton.models import AuthorityLevel, RunKind
+from baton.models import AuthorityLevel, BudgetLedger, BudgetUsage, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.runtime.launch import RunSpec, default_limits, launch_run
@@ -164,12 +164,21 @@ class BatonRun:
     def report(self) -> None:
         """What Baton says about the run: its status and the budget it accounted."""
         run = self.store.get_run(self.run_id)
-        used = self.store.budget_used(self.run_id)
+        used = self._accounted()
         raised = sorted({str(reason) for _, event in self.store.list_events() if event.run_id == self.run_id
                          for reason in (event.compatibility_decision or {}).get("reasons") or []})
         self.rig.write_reported({"run_id": self.run_id, "status": run.status, "model_calls": used.model_calls,
                                  "model_spend_usd": str(used.model_spend_usd), "gate_reasons": raised,
                                  "limits": {"model_calls": self.limits.get("model_calls")}})
+
+    def _accounted(self) -> BudgetUsage:
+        """The budget the run carries: its latest checkpoint's ledger (what moves with it), else the store's sum."""
+        latest = self.store.latest_checkpoint(self.run_id)
+        try:
+            assert latest is not None
+            return BudgetLedger.model_validate_json(self.blobs.get(latest.budget_ledger_ref)).used
+        except Exception:  # noqa: BLE001 - an unreadable ledger: fall back to the charges the store recorded
+            return self.store.budget_used(self.run_id)
 
     def settle(self) -> None:
         """Give in-flight processes a moment to write what they were writing before the oracles read."""

@@ -104,25 +104,15 @@ def stale_worker_wakes(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     run.wait_lease_lapsed()
     notes.append(run.hand_off(V8_ONLY))
     notes.append(f"moved run ended {run.wait_end()}")
-    before = len(_requests(rig, run.run_id))
+    before = len(rig.requests_of(run.run_id))
     rig.release("before_send")
     run.thaw(pid)
     try:
-        wait_until(lambda: len(_requests(rig, run.run_id)) > before, timeout_s=15, what="the stale request")
-        notes.append(f"woken worker's request reached the target: {_requests(rig, run.run_id)[-1].get('result')}")
+        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=15, what="the stale request")
+        notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
     except RigError:
         notes.append("the woken worker sent nothing to the target")
     notes.append(f"ended {run.wait_end()}")
-
-
-def _requests(rig: Rig, run_id: str) -> list[dict[str, Any]]:
-    import json
-
-    path = rig.deploy_dir / "requests.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [row for row in rows if row.get("run_id") == run_id]
 
 
 def manifest_corrupted(run: CaseRun, rig: Rig, notes: list[str]) -> None:

@@ -96,8 +96,21 @@ def ablation_section(results: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines)
 
 
+def cases_section() -> str:
+    """What each case does, from the case scripts' own docstrings."""
+    from baton.faults.cases import CASE_LIST
+
+    lines = ["## Cases", "", "| case | run | fault, injected from outside |", "|---|---|---|"]
+    for case in CASE_LIST:
+        doc = " ".join((case.script.__doc__ or case.title).split())
+        lines.append(f"| `{case.case_id}` | {case.kind} | {doc} |")
+    return "\n".join(lines)
+
+
 def write(path: Path, section: str, body: str) -> None:
+    """Rewrite `section` of the doc at `path` (created with its header when missing), and the cases list."""
     text = path.read_text(encoding="utf-8") if path.exists() else HEADER
+    text = replace_section(text, "cases", cases_section())
     path.write_text(replace_section(text, section, body), encoding="utf-8")
 
 

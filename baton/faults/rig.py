@@ -16,9 +16,10 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from baton import fault_points
 from baton.agents.deploy_agent import build_catalog
@@ -29,17 +30,18 @@ REGISTRY_FILE = "build-registry.json"
 BILL_FILE = "bill.jsonl"
 REPORTED_FILE = "reported.json"
 WAIT_S = 60.0
+T = TypeVar("T")
 
 
 class RigError(RuntimeError):
     """The live world did not do what the case script waited for."""
 
 
-def wait_until(probe: object, *, timeout_s: float = WAIT_S, what: str, poll_s: float = 0.05) -> object:
+def wait_until(probe: Callable[[], T], *, timeout_s: float = WAIT_S, what: str, poll_s: float = 0.05) -> T:
     """Poll `probe()` until it returns something truthy; RigError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        value = probe()  # type: ignore[operator]
+        value = probe()
         if value:
             return value
         if time.monotonic() > deadline:
@@ -134,14 +136,14 @@ class Rig:
         """Let a process held at `point` go on."""
         fault_points.marker(self.fault_dir, point, "go").write_text("go")
 
-    def effects_of(self, run_id: str, target: str = "deploy") -> list[dict[str, object]]:
+    def effects_of(self, run_id: str, target: str = "deploy") -> list[dict[str, Any]]:
         """The target's own effect lines for `run_id` (read from its file, as an oracle would)."""
         name = "deployments.jsonl" if target == "deploy" else "publications.jsonl"
-        path = (self.deploy_dir if target == "deploy" else self.corpus_dir) / name
-        if not path.exists():
-            return []
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [row for row in rows if row.get("run_id") == run_id]
+        return _rows_of((self.deploy_dir if target == "deploy" else self.corpus_dir) / name, run_id)
+
+    def requests_of(self, run_id: str) -> list[dict[str, Any]]:
+        """The deploy service's own request log lines for `run_id`."""
+        return _rows_of(self.deploy_dir / "requests.jsonl", run_id)
 
     def write_reported(self, reported: dict[str, object]) -> None:
         """What the run reported about itself, for the oracles to hold against the outside truth."""
@@ -149,6 +151,13 @@ class Rig:
 
     def close(self) -> None:
         self.cleanup.close()
+
+
+def _rows_of(path: Path, run_id: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row for row in rows if row.get("run_id") == run_id]
 
 
 def sigkill(pid: int) -> None:

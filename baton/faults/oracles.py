@@ -19,7 +19,10 @@ Questions (a non-empty evidence list means "yes, it happened"):
 - budget: the provider billed the run for more model calls or dollars than the
   run accounted for itself (provider's bill vs the run's report);
 - unknown_hidden: the run reported a definite outcome the targets contradict
-  (reported failed while an effect exists, or verified without one).
+  (reported failed while an effect exists, or verified without one);
+- unreconciled_retry: after the target committed a key, it received that key
+  again under a new operation id: an attempt retried without asking the
+  target first (invariant 4), whether or not its dedup then saved the day.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Question(StrEnum):
     STALE_EVIDENCE = "stale_evidence"
     BUDGET = "budget"
     UNKNOWN_HIDDEN = "unknown_hidden"
+    UNRECONCILED_RETRY = "unreconciled_retry"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -48,6 +52,7 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.STALE_EVIDENCE: "the published report cites a superseded document version (corpus history)",
     Question.BUDGET: "the provider billed more than the run accounted (provider's bill)",
     Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
+    Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
 }
 
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
@@ -162,6 +167,20 @@ def unknown_hidden(files: CaseFiles) -> list[str]:
     return []
 
 
+def unreconciled_retry(files: CaseFiles) -> list[str]:
+    evidence = []
+    for target, requests in files.requests.items():
+        committed: dict[str, str] = {}
+        for request in requests:
+            key, operation = str(request.get("idempotency_key")), str(request.get("operation_id"))
+            if key in committed and operation != committed[key]:
+                evidence.append(f"{target} got key {key} again as {operation} ({request.get('result')}) after "
+                                f"committing it as {committed[key]}")
+            if request.get("result") == "applied":
+                committed.setdefault(key, operation)
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -169,6 +188,7 @@ ORACLES = {
     Question.STALE_EVIDENCE: stale_evidence,
     Question.BUDGET: budget,
     Question.UNKNOWN_HIDDEN: unknown_hidden,
+    Question.UNRECONCILED_RETRY: unreconciled_retry,
 }
 
 

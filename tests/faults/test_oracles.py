@@ -88,3 +88,11 @@ def test_failed_with_an_effect_or_verified_without_one_hides_the_truth(tmp_path:
     assert Question.UNKNOWN_HIDDEN in _yes(_case(tmp_path / "a", status="failed"))
     assert Question.UNKNOWN_HIDDEN in _yes(_case(tmp_path / "b", status="verified", deployments=[]))
     assert Question.UNKNOWN_HIDDEN not in _yes(_case(tmp_path / "c", status="escalated"))
+
+
+def test_a_committed_key_sent_again_under_a_new_operation_is_an_unreconciled_retry(tmp_path: Path) -> None:
+    first = {"run_id": RUN, "epoch": 2, "result": "applied", "operation_id": "op-1", "idempotency_key": "k"}
+    again = {"run_id": RUN, "epoch": 4, "result": "replayed", "operation_id": "op-2", "idempotency_key": "k"}
+    assert Question.UNRECONCILED_RETRY in _yes(_case(tmp_path / "a", requests=[first, again]))
+    same_operation = {**again, "operation_id": "op-1", "result": "sealed"}
+    assert Question.UNRECONCILED_RETRY not in _yes(_case(tmp_path / "b", requests=[first, same_operation]))

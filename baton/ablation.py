@@ -13,6 +13,7 @@ the one place where the protection lives, and skips only that check.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -29,6 +30,7 @@ class Ablation(StrEnum):
     """The protections that can be switched off, one name each."""
 
     GATEWAY_EPOCH = "gateway-epoch"
+    LEASE_CAS = "lease-cas"
     STORE_CLAIM_EPOCH = "store-claim-epoch"
     TARGET_FENCE = "target-fence"
     CAPABILITY_CHECK = "capability-check"
@@ -67,16 +69,22 @@ def active_ablations(environ: Mapping[str, str] | None = None) -> frozenset[str]
     return parse_ablations(value) if value else frozenset()
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(value: str) -> frozenset[str]:
+    """`parse_ablations`, remembered per value string (an unknown name raises every time: errors are not cached)."""
+    return parse_ablations(value)
+
+
 def is_ablated(name: Ablation) -> bool:
-    """True when the protection `name` is switched off for this process."""
+    """True when the protection `name` is switched off for this process (one environment lookup when none is)."""
     value = os.environ.get(ENV_VAR)
-    return bool(value) and name.value in parse_ablations(value)
+    return bool(value) and name.value in _parsed(value)
 
 
 def gate_reason_ablated(reason: str) -> bool:
     """True when the compatibility gate must ignore `reason` (a GateReason value)."""
     value = os.environ.get(ENV_VAR)
-    return bool(value) and f"{GATE_PREFIX}{reason}" in parse_ablations(value)
+    return bool(value) and f"{GATE_PREFIX}{reason}" in _parsed(value)
 
 
 @contextmanager

@@ -42,6 +42,7 @@ from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.ablation import warn_if_ablated
 from baton.approval_policy import ApprovalRequest, PolicyApprover
 from baton.approval_signing import sign_approval
 from baton.authority import AuthorityService, Capability
@@ -349,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--catalog", type=Path, default=None, help="placement catalog JSON (default: built-in)")
     parser.add_argument("--max-ttl", type=float, default=300.0, help="longest capability lifetime, seconds")
     args = parser.parse_args(argv)
+    warn_if_ablated("authority service")
     approver = SigningApprover(KeyRing.load_or_create(args.keys / APPROVER_DIR))
     # Only approvals the approver's key signed count: an unsigned or forged one is no approval at all.
     service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl,

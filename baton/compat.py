@@ -312,7 +312,9 @@ def evaluate_handoff(
         migration_class = MigrationClass.LOGICAL
     else:
         migration_class = MigrationClass.PHYSICAL
-    resume_mode = ResumeMode.RECONCILE_THEN_RESUME if reconcile else _RESUME_MODES[checkpoint.resumability]
+    # R0 and MIGRATION_UNSAFE reach this line only with their reason ablated: resumed as if recorded state sufficed.
+    resumable = _RESUME_MODES.get(checkpoint.resumability, ResumeMode.RESUME_WITH_RECORDED_OBSERVATIONS)
+    resume_mode = ResumeMode.RECONCILE_THEN_RESUME if reconcile else resumable
     return HandoffDecision(
         allowed=True,
         resume_mode=resume_mode,

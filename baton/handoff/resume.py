@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from baton.ablation import Ablation, is_ablated
 from baton.approval_signing import verify_approval
 from baton.authority_keys import TrustedKeys
 from baton.authority import authority_after_handoff
@@ -100,6 +101,8 @@ def latest_transfer_decision(store: SqlStore, run_id: str, epoch: int) -> Handof
 
 def _at_least(first: BudgetUsage, second: BudgetUsage) -> BudgetUsage:
     """Field by field, the larger usage of the two."""
+    if is_ablated(Ablation.BUDGET_CARRY_OVER):  # the plan, like the new owner (baton.runtime.budget), starts afresh
+        return BudgetUsage()
     return BudgetUsage(**{name: max(getattr(first, name), getattr(second, name)) for name in BudgetUsage.model_fields})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import RecordNotFoundError, StoreError
 from baton.store.core import Row, StoreCore
 from baton.store.dialect import check_duration
@@ -48,7 +49,7 @@ class LeasesSql(StoreCore):
         duration = self.dialect.duration_param(check_duration(ttl_s))
         sql = (
             "UPDATE leases SET owner = ?, epoch = ?, expires_at = {now_plus}, updated_at = {now} "
-            "WHERE run_id = ? AND epoch = ?"
+            "WHERE run_id = ? AND " + ("(epoch = ? OR TRUE)" if is_ablated(Ablation.LEASE_CAS) else "epoch = ?")
         )
         if require_expired:
             sql += " AND (owner IS NULL OR expires_at IS NULL OR expires_at <= {now})"

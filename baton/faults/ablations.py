@@ -20,8 +20,19 @@ from baton.faults.matrix import run_matrix
 ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFIX + reason.value for reason in GateReason)
 """Every protection `--ablate all` switches off in turn: the named switches, then each reason of the gate."""
 
-CATCHING_CASE: dict[str, str | None] = {name: None for name in ABLATIONS}
-"""Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding)."""
+_CAUGHT_BY: dict[str, str] = {
+    "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes
+    "reconcile-before-retry": "killed-awaiting-reply",
+}
+CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
+"""Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
+
+From the full run recorded in docs/fault-matrix.md. Every None is a finding: either no case
+of the two reference agents produces the fault that protection alone answers (freshness
+budgets of 300 s, no secret in state, no schema or verifier the target cannot host), or
+another layer stops the same fault first (the target's idempotency behind reconciliation,
+op-id sealing and capability expiry behind the target fence, the SDK's own lease check
+behind the gateway and store epochs)."""
 
 
 class AblationResult(BaseModel):

@@ -5,7 +5,8 @@ worker is SIGKILLed waiting for it, the run moves. Baton reconciles the
 operation against the target and ends verified with one deployment; the naive
 control issues the call again under a fresh key (two deployments in the
 target's own file, and a reported failure while the target holds them); the
-competent control's derived key makes the target replay, so it is clean here.
+competent control's derived key makes the target replay (one deployment), but the target's
+request log shows the committed key sent again without asking first.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def test_baton_is_clean_and_the_naive_control_is_caught(tmp_path: Path) -> None:
     assert baton.error is None and baton.violated == [] and baton.status == "verified", baton
     assert {Question.DUPLICATE, Question.UNKNOWN_HIDDEN} <= set(naive.violated), naive
     assert "2 effects" in naive.answers[Question.DUPLICATE][0]
-    assert competent.error is None and competent.violated == [], competent
-    assert report.baton_violations == 0 and report.blind_controls == ["competent"]
+    assert competent.error is None and competent.violated == [Question.UNRECONCILED_RETRY], competent
+    assert report.baton_violations == 0 and report.blind_controls == []
 
 
 @pytest.mark.postgres

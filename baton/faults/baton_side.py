@@ -125,7 +125,7 @@ class BatonRun:
     def wait_lease_lapsed(self) -> None:
         """Until the store's clock says the run's lease expired (its holder is frozen or dead)."""
         wait_until(lambda: not self.store.get_lease(self.run_id).held_at(self.store.db_now()),
-                   timeout_s=LEASE_TTL_S * 10, what="the lease to lapse")
+                   timeout_s=60.0, what="the lease to lapse")
 
     def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
         """Move the run to `to` through the coordinator every trigger uses; the outcome's summary.
@@ -156,7 +156,7 @@ class BatonRun:
         path.write_bytes(bytes(data))
         return f"flipped a byte of candidate manifest {latest.candidate_manifest_ref[:19]} ({latest.boundary.value})"
 
-    def wait_end(self, timeout_s: float = 90.0) -> str:
+    def wait_end(self, timeout_s: float = 240.0) -> str:
         wait_until(lambda: self.store.get_run(self.run_id).status in TERMINAL, timeout_s=timeout_s,
                    what=f"run {self.run_id} to end")
         return self.store.get_run(self.run_id).status

@@ -38,7 +38,7 @@ class CaseRun(Protocol):
     def wait_lease_lapsed(self) -> None: ...
     def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
     def tamper_manifest(self) -> str: ...
-    def wait_end(self, timeout_s: float = 90.0) -> str: ...
+    def wait_end(self, timeout_s: float = 240.0) -> str: ...
 
 
 Script = Callable[[CaseRun, Rig, list[str]], None]
@@ -108,7 +108,7 @@ def stale_worker_wakes(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     rig.release("before_send")
     run.thaw(pid)
     try:
-        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=15, what="the stale request")
+        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=60, what="the stale request")
         notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
     except RigError:
         notes.append("the woken worker sent nothing to the target")

@@ -29,7 +29,7 @@ from baton.targets.service_process import ServiceProcess, target_data_dir
 REGISTRY_FILE = "build-registry.json"
 BILL_FILE = "bill.jsonl"
 REPORTED_FILE = "reported.json"
-WAIT_S = 60.0
+WAIT_S = 180.0
 T = TypeVar("T")
 
 

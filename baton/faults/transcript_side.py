@@ -104,7 +104,7 @@ class TranscriptRun:
                                    encoding="utf-8")
         return "flipped one character of the candidate in the transcript file"
 
-    def wait_end(self, timeout_s: float = 90.0) -> str:
+    def wait_end(self, timeout_s: float = 240.0) -> str:
         wait_until(lambda: all(p.poll() is not None for p in self._all if p.pid not in self.frozen), timeout_s=timeout_s,
                    what="every control process to exit")
         status = str(json.loads(self.transcript.read_text(encoding="utf-8")).get("status"))

@@ -42,7 +42,9 @@ class AblationResult(BaseModel):
 
     name: str
     caught: dict[str, list[str]] = Field(default_factory=dict)
-    """case id -> the questions answered yes (or `crashed`)."""
+    """case id -> the questions its oracles answered yes."""
+    errors: dict[str, str] = Field(default_factory=dict)
+    """case id -> why the case crashed (never counted as caught: a crash is no oracle)."""
     evidence: dict[str, list[str]] = Field(default_factory=dict)
     seconds: float = 0.0
 
@@ -54,13 +56,14 @@ def run_ablation(name: str, *, seed: int = 0, root: Path | None = None, store_ur
                         store_url=store_url, ablations=(name,))
     caught: dict[str, list[str]] = {}
     evidence: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
     for result in report.of("baton"):
-        questions = [q.value for q in result.violated] + (["crashed"] if result.error else [])
-        if questions:
-            caught[result.case_id] = questions
-            evidence[result.case_id] = [line for q in result.violated for line in result.answers[q]] + (
-                [result.error.splitlines()[0]] if result.error else [])
-    return AblationResult(name=name, caught=caught, evidence=evidence, seconds=report.seconds)
+        if result.violated:
+            caught[result.case_id] = [q.value for q in result.violated]
+            evidence[result.case_id] = [line for q in result.violated for line in result.answers[q]]
+        if result.error:
+            errors[result.case_id] = result.error.splitlines()[0]
+    return AblationResult(name=name, caught=caught, evidence=evidence, errors=errors, seconds=report.seconds)
 
 
 def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, store_url: str | None = None,

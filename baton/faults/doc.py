@@ -92,6 +92,9 @@ def ablation_section(results: list[dict[str, Any]], command: str) -> str:
     for result in results:
         caught = "; ".join(f"`{case}`: {', '.join(q)}" for case, q in result["caught"].items()) or "**UNCAUGHT**"
         first = next((lines_[0] for lines_ in result.get("evidence", {}).values() if lines_), "")
+        errors = result.get("errors") or {}
+        if errors:
+            first += " " + "; ".join(f"(`{case}` crashed, not counted: {why})" for case, why in errors.items())
         lines.append(f"| `{result['name']}` | {caught} | {first[:160].replace('|', '/')} |")
     return "\n".join(lines)
 

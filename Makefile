@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -q -n 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test layers demo cli-demo faults bench dagster-dev clean distclean
+.PHONY: help install test layers demo cli-demo faults faults-ablations bench dagster-dev clean distclean
 
 help:
 	@echo "make install      create $(VENV) and install baton with the dev, bench and langgraph extras"
@@ -18,7 +18,8 @@ help:
 	@echo "make layers       lint-imports: the layering contracts in pyproject.toml (also checked by make test)"
 	@echo "make demo         the platform: Dagster UI + daemon, dashboard, a live fleet with chaos (Ctrl-C stops all)"
 	@echo "make cli-demo     baton demo (a scripted run and a small fleet, no Dagster)"
-	@echo "make faults       baton faults"
+	@echo "make faults       baton faults (the fault matrix: Baton vs two transcript-only controls)"
+	@echo "make faults-ablations  every protection switched off in turn; rewrites docs/fault-matrix.md"
 	@echo "make bench        baton bench all --out docs (every benchmark; rewrites docs/benchmarks.md)"
 	@echo "make dagster-dev  Dagster webserver + daemon on a local instance in .dagster_home"
 	@echo "make clean        remove caches and build output (keeps $(VENV))"
@@ -51,6 +52,9 @@ cli-demo: install
 
 faults: install
 	$(BIN)/baton faults
+
+faults-ablations: install
+	$(BIN)/baton faults --ablate all --doc docs/fault-matrix.md
 
 bench: install
 	$(BIN)/baton bench all --out docs

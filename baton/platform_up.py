@@ -250,6 +250,7 @@ def run_platform(config: PlatformConfig, say: Callable[[str], None] = print) -> 
             for managed in procs.exited():
                 if managed.spec.name == "fleet" and not fleet_done:
                     fleet_done = True
+                    code = 1 if managed.process.returncode else code  # an oracle failed: the demo fails
                     say(f"fleet finished (exit code {managed.process.returncode}); the UI stays up. Ctrl-C to stop.")
                 elif managed.spec.name != "fleet":
                     raise ServiceFailed(f"{managed.spec.name} exited with code {managed.process.returncode}; "

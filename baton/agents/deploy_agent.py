@@ -75,7 +75,7 @@ def _plan(ctx: RunContext, service: str) -> None:
     observation, builds = _evidence(ctx, service)
     ctx.derive("eligible-builds", ", ".join(b.version for b in builds if b.canary_passed) + " passed canary",
                from_=[observation])
-    model = model_for(ctx.release)
+    model = model_for(ctx.release, account=ctx.run_id)
     try:
         reply = model.plan_deployment(service, builds)
     except NoDeployableBuildError as exc:

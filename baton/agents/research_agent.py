@@ -89,7 +89,7 @@ def _draft(ctx: RunContext, corpus: CorpusClient) -> None:
     for observation, content in gathered:
         ctx.derive(f"doc:{observation.query.get('doc_id')}", _first_sentence(content.decode("utf-8")),
                    from_=[observation])
-    model = model_for(ctx.release)
+    model = model_for(ctx.release, account=ctx.run_id)
     reply = model.draft_report(gathered, topic=str(task.get("topic", "findings")))
     ctx.charge(reply.charge, f"{model.name} drafted a report")
     ctx.propose(reply.output, kind="report", summary=f"{len(gathered)} cited claims by {model.name}",

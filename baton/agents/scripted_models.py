@@ -21,7 +21,9 @@ sent, output tokens the text it returns; each call charges one model call and
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +54,7 @@ __all__ = [
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MILLION = Decimal(1_000_000)
+BILL_ENV = "BATON_MODEL_BILL"
 
 
 class NoDeployableBuildError(BatonError):
@@ -130,6 +133,8 @@ class ScriptedModel:
     release: BehavioralRelease
     style: ModelStyle
     pricing: ModelPricing = ModelPricing(Decimal("1.00"), Decimal("3.00"))
+    account: str = ""
+    """Who is billed for the calls (a run id); the provider's bill names it on every line."""
 
     @property
     def name(self) -> str:
@@ -138,6 +143,7 @@ class ScriptedModel:
     def _reply(self, prompt: str, output: str) -> ModelReply:
         input_tokens, output_tokens = count_tokens(prompt), count_tokens(output)
         charge = BudgetUsage(model_calls=1, model_spend_usd=self.pricing.cost(input_tokens, output_tokens))
+        record_bill(self.account, self.release.model, input_tokens, output_tokens, charge.model_spend_usd)
         return ModelReply(output.encode("utf-8"), input_tokens, output_tokens, charge)
 
     def draft_report(self, observations: Sequence[tuple[Observation, bytes]], *, topic: str = "findings") -> ModelReply:
@@ -195,11 +201,31 @@ _STYLES: dict[str, tuple[ModelStyle, ModelPricing]] = {
 }
 
 
-def model_for(release: BehavioralRelease | str) -> ScriptedModel:
-    """The scripted model implementing a release (a manifest or a catalog name)."""
+def record_bill(account: str, model: str, input_tokens: int, output_tokens: int, usd: Decimal) -> None:
+    """The provider's own bill: one JSON line per served call, fsynced, in the file `BATON_MODEL_BILL` names.
+
+    It is written as the call is served, before the caller sees the reply, so a
+    caller that dies right after still shows on the bill. No variable, no bill.
+    """
+    path = os.environ.get(BILL_ENV)
+    if not path:
+        return
+    line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "account": account, "model": model,
+                       "input_tokens": input_tokens, "output_tokens": output_tokens, "usd": str(usd)},
+                      sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def model_for(release: BehavioralRelease | str, *, account: str = "") -> ScriptedModel:
+    """The scripted model implementing a release (a manifest or a catalog name), billing `account`."""
     manifest = RELEASES[release] if isinstance(release, str) else release
     try:
         style, pricing = _STYLES[manifest.model]
     except KeyError:
         raise KeyError(f"no scripted model implements {manifest.model!r}; known: {sorted(_STYLES)}") from None
-    return ScriptedModel(release=manifest, style=style, pricing=pricing)
+    return ScriptedModel(release=manifest, style=style, pricing=pricing, account=account)

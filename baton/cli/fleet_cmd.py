@@ -16,9 +16,8 @@ from baton.store.factory import baton_home, database_url
 
 
 def fleet_ok(summary: FleetSummary) -> bool:
-    """Every run ended on its own, nothing was done twice, and the checker found nothing."""
-    return summary.all_terminal and summary.runs == summary.planned and not summary.timed_out \
-        and summary.duplicate_side_effects == 0 and not summary.checker_violations
+    """Every run ended on its own, no run has more than one side effect per target, the checker found nothing."""
+    return summary.all_terminal and summary.runs == summary.planned and not summary.oracle_failures
 
 
 def _counts(title: str, counts: dict[str, int]) -> str:
@@ -127,4 +126,6 @@ def register(app: typer.Typer) -> None:
         else:
             print_summary(console, summary)
         if not fleet_ok(summary):
+            for line in summary.oracle_failures:
+                console.print(f"[red]oracle: {line}[/red]")
             raise typer.Exit(code=1)

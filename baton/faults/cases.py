@@ -1,185 +1,165 @@
-"""The fifteen failure-injection cases of sec. 27, each a seeded script over either strategy.
+"""The fault cases: each one script, written once against the verbs every strategy offers.
 
-Every script is written once, in terms of the strategy's verbs (start, step,
-hand off, damage the latest state), so Baton and the naive control face the
-very same fault at the very same point. The seed varies the data (build
-versions, commit ids, which byte is damaged, run ids), never the fault.
+A script starts a worker for the run on the source placement (naming the
+fault point where it will hold), launches the run, injects the fault from
+outside (SIGKILL or SIGSTOP at the point, a target that commits and answers
+too late or dies, a byte flipped in the checkpoint manifest on disk, a
+corpus document rewritten), moves the run, and waits for it to end. Baton
+and both transcript controls meet the same fault at the same point in the
+same kind of state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from baton.faults.external import FORM
-from baton.faults.facts import RunStarted
-from baton.faults.scenario import Scenario
-from baton.faults.workers import ScenarioWorker
-from baton.faults.world import V7, V8, WorldConfig
-from baton.models import AuthorityLevel, Boundary, PortabilityConstraints
+from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
+from baton.targets.corpus_service import CorpusClient
+
+SOURCE = "local-gpu-eu"
+SAME_RELEASE = "cloud-eu"  # runs model-v7 and model-v8, like the source
+V8_ONLY = "cloud-us"  # runs only model-v8: moving there changes the release
+
+
+class CaseRun(Protocol):
+    """What a case script may do to a run, whichever strategy runs it."""
+
+    strategy: str
+    run_id: str
+
+    def start(self, options: TargetOptions) -> None: ...
+    def worker(self, placement: str, *, point: str | None = None) -> object: ...
+    def launch(self) -> None: ...
+    def pid(self, placement: str) -> int: ...
+    def freeze(self, placement: str) -> int: ...
+    def thaw(self, pid: int) -> None: ...
+    def wait_lease_lapsed(self) -> None: ...
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
+    def tamper_manifest(self) -> str: ...
+    def wait_end(self, timeout_s: float = 240.0) -> str: ...
+
+
+Script = Callable[[CaseRun, Rig, list[str]], None]
 
 
 @dataclass(frozen=True)
 class FaultCase:
-    """One injected fault: where it strikes, and what the run does around it."""
+    """One injected fault and the run around it."""
 
     case_id: str
     title: str
-    task: str
-    script: Callable[[Scenario], None]
-    options: dict[str, object] | None = None
-
-    def config(self, seed: int) -> WorldConfig:
-        return WorldConfig(seed=seed, case_id=self.case_id, task=self.task).with_(**(self.options or {}))
+    kind: str  # deploy or research
+    script: Script
+    targets: TargetOptions = field(default_factory=TargetOptions)
+    limits: dict[str, Any] = field(default_factory=dict)
 
 
-def _finish(worker: ScenarioWorker | None) -> None:
-    if worker is not None:
-        worker.finish()
+def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
+    pid = rig.wait_reached(point)
+    sigkill(pid)
+    notes.append(f"{run.strategy}: worker {pid} SIGKILLed at {point}")
 
 
-def source_dies_before_seal(sc: Scenario) -> None:
-    # The model call is made and billed, then the process is killed before the candidate is sealed.
-    sc.start_killed(until=Boundary.GENERATING, kill="before_seal")
-    _finish(sc.handoff(None, "worker_lost", alive=False))
+def killed_after_seal(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """Verified and checkpointed, then the worker dies holding its lease; the run moves."""
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    run.wait_lease_lapsed()
+    notes.append(run.hand_off(SAME_RELEASE))
+    notes.append(f"ended {run.wait_end()}")
 
 
-def source_dies_after_seal(sc: Scenario) -> None:
-    # AUTHORIZED is sealed, then the process is killed still holding an unexpired lease.
-    sc.start_killed(until=Boundary.VERIFIED, kill="after_seal")
-    _finish(sc.handoff(None, "heartbeat_missed", alive=True))
+def killed_awaiting_reply(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The deploy service commits, then holds its answer; the worker dies waiting for it; the run moves."""
+    run.worker(SOURCE)
+    run.launch()
+    wait_until(lambda: rig.effects_of(run.run_id), what="the deploy service to commit")
+    sigkill(run.pid(SOURCE))
+    notes.append(f"{run.strategy}: worker SIGKILLed while the committed deployment's answer was held")
+    run.wait_lease_lapsed()
+    notes.append(run.hand_off(SAME_RELEASE))
+    notes.append(f"ended {run.wait_end()}")
 
 
-def target_dies_after_epoch(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.VERIFIED)
-    sc.handoff_to_doomed(source, "scheduler_rebalance", kill="after_adopt", alive=True, answers=True)
-    _finish(sc.handoff(None, "new_owner_lost", alive=True))
+def target_dies_after_commit(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The deploy service commits, then dies before it answers, and stays down: the outcome is UNKNOWN."""
+    run.worker(SOURCE)
+    run.launch()
+    wait_until(lambda: rig.effects_of(run.run_id), what="the deploy service to commit")
+    rig.kill_deploy_service()
+    notes.append("deploy service SIGKILLed after committing, before answering")
+    notes.append(f"ended {run.wait_end()}")
 
 
-def old_worker_resumes(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    source.arm_pause("before_send")
-    source.step()  # an authorized request in hand, then a long pause
-    moved = sc.handoff(source, "lease_expired", alive=False)
-    assert moved is not None
-    moved.run_to(Boundary.COMMITTED)
-    source.wake()  # it sends what it was holding
-    sc.notes.append(f"{source.name} woke up and " + ("was fenced" if getattr(source, "fenced", False) else "acted"))
-    moved.finish()
+def stale_worker_wakes(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """SIGSTOP with a checked request in hand, past the lease; the run moves to another release; SIGCONT."""
+    run.worker(SOURCE, point="before_send")
+    run.launch()
+    rig.wait_reached("before_send")
+    pid = run.freeze(SOURCE)
+    notes.append(f"{run.strategy}: worker {pid} SIGSTOPped at before_send")
+    run.wait_lease_lapsed()
+    notes.append(run.hand_off(V8_ONLY))
+    notes.append(f"moved run ended {run.wait_end()}")
+    before = len(rig.requests_of(run.run_id))
+    rig.release("before_send")
+    run.thaw(pid)
+    try:
+        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=60, what="the stale request")
+        notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
+    except RigError:
+        notes.append("the woken worker sent nothing to the target")
+    notes.append(f"ended {run.wait_end()}")
 
 
-def checkpoint_blob_missing(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.COMMITTED)
-    sc.notes.append(sc.strategy.lose_latest_state(sc.world))
-    _finish(sc.handoff(source, "scheduler_rebalance", alive=True, answers=True) or source)
+def manifest_corrupted(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The worker dies after VERIFIED is checkpointed; the move is decided; then, before the new owner
+    restores, one byte of that checkpoint's candidate manifest flips on disk."""
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    run.wait_lease_lapsed()
+    notes.append(run.hand_off(SAME_RELEASE, start_worker=False))
+    notes.append(run.tamper_manifest())
+    run.worker(SAME_RELEASE)
+    notes.append(f"ended {run.wait_end()}")
 
 
-def checkpoint_hash_mismatch(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.VERIFIED)
-    sc.notes.append(sc.strategy.alter_latest_state(sc.world))
-    _finish(sc.handoff(source, "scheduler_rebalance", alive=True, answers=True) or source)
+CHANGED_DOC = "fencing"
+CHANGED_TEXT = ("A fencing token is compared with the newest one the target has recorded for the run. "
+                "Requests carrying an older token are refused.")
 
 
-def schema_incompatible(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.VERIFIED)
-    _finish(sc.handoff(source, "provider_unhealthy", alive=True, answers=True) or source)
+def corpus_changed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The report is verified; the worker dies; a cited document is rewritten; the run moves."""
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    assert rig.corpus_service is not None
+    with CorpusClient(rig.corpus_service.url) as corpus:
+        changed = corpus.change_document(CHANGED_DOC, CHANGED_TEXT)
+    notes.append(f"corpus document {CHANGED_DOC} rewritten (v{changed.get('version')})")
+    run.wait_lease_lapsed()
+    notes.append(run.hand_off(SAME_RELEASE))
+    notes.append(f"ended {run.wait_end()}")
 
 
-def verifier_unavailable(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.CANDIDATE_READY)
-    _finish(sc.handoff(source, "gpu_reclaimed_soon", alive=True, answers=True) or source)
-
-
-def repository_changed(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    source.pause()
-    sc.notes.append(f"repository moved to {sc.world.external.repo.advance()[:12]} during the pause")
-    _finish(sc.handoff(source, "preempted", alive=False))
-
-
-def browser_session_expired(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    source.pause()
-    sc.wait(0.6)  # the page observation lapses ...
-    sc.notes.append(f"{sc.world.external.webapp.expire_sessions()} browser session(s) expired")  # ... and the sessions
-    _finish(sc.handoff(source, "browser_pool_drained", alive=False))
-
-
-def provider_alias_changed(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.VERIFIED)
-    source.pause()
-    sc.world.provider.repoint("local", V7.model, V8.model)
-    sc.notes.append(f"provider 'local' now answers {V7.model} with {V8.model}")
-    _finish(sc.handoff(source, "worker_lost", alive=False))
-
-
-def side_effect_timed_out(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    sc.world.targets[sc.task.target].arm(sc.task.intent, "lose_reply")
-    source.arm("after_send")
-    sc.run_until_killed(source, Boundary.AUTHORIZED)
-    _finish(sc.handoff(None, "worker_lost", alive=False))
-
-
-def approval_expired(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    sc.world.approver.ttl_s = 3600.0  # approvals issued from now on are ordinary again
-    source.pause()
-    sc.wait(0.6)  # the migration outlasts the approval
-    _finish(sc.handoff(source, "maintenance_drain", alive=False))
-
-
-def budget_expires(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    source.pause()
-    deadline = sc.world.facts.of(RunStarted)[0].limits.deadline
-    sc.wait(max(0.0, (deadline - sc.world.now()).total_seconds()) + 0.1)
-    _finish(sc.handoff(source, "maintenance_drain", alive=False))
-
-
-def region_policy_changed(sc: Scenario) -> None:
-    source = sc.start()
-    source.run_to(Boundary.AUTHORIZED)
-    sc.world.lower_region_ceiling("eu-west", AuthorityLevel.VERIFY)
-    sc.notes.append("eu-west placements may now verify but not mutate")
-    _finish(sc.handoff(source, "region_policy_changed", alive=True, answers=True) or source)
-
+_STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 
 CASE_LIST: tuple[FaultCase, ...] = (
-    FaultCase("source-dies-before-seal", "source dies before checkpoint seal", "deploy", source_dies_before_seal),
-    FaultCase("source-dies-after-seal", "source dies after seal, before lease release", "deploy",
-              source_dies_after_seal),
-    FaultCase("target-dies-after-epoch", "target dies after acquiring the epoch", "report", target_dies_after_epoch),
-    FaultCase("old-worker-resumes", "old worker resumes after fencing", "deploy", old_worker_resumes),
-    FaultCase("checkpoint-blob-missing", "checkpoint blob is missing", "deploy", checkpoint_blob_missing),
-    FaultCase("checkpoint-hash-mismatch", "checkpoint hash mismatches", "deploy", checkpoint_hash_mismatch),
-    FaultCase("state-schema-incompatible", "state schema is incompatible", "report", schema_incompatible,
-              {"catalog": ("eu-a", "legacy-eu")}),
-    FaultCase("verifier-unavailable", "verifier bundle unavailable", "report", verifier_unavailable,
-              {"catalog": ("eu-a", "lite-eu")}),
-    FaultCase("repository-changed", "repository changed during pause", "patch", repository_changed),
-    FaultCase("browser-session-expired", "browser session expired", "form", browser_session_expired,
-              {"freshness_s": {FORM: 0.5}}),
-    FaultCase("provider-alias-changed", "provider changed model alias", "report", provider_alias_changed),
-    FaultCase("side-effect-timed-out", "external side effect timed out", "deploy", side_effect_timed_out),
-    FaultCase("approval-expired", "approval expired during migration", "deploy", approval_expired,
-              {"approval_ttl_s": 0.5}),
-    FaultCase("budget-expires", "budget expires during handoff", "deploy", budget_expires, {"deadline_s": 1.5}),
-    FaultCase("region-policy-changed", "region policy changes mid-run", "deploy", region_policy_changed,
-              {"catalog": ("eu-a", "eu-b", "us-a"),
-               "constraints": PortabilityConstraints(portable_to_regions=("eu-west",))}),
+    FaultCase("killed-after-seal", "worker SIGKILLed after sealing VERIFIED, lease held", "deploy", killed_after_seal),
+    FaultCase("killed-awaiting-reply", "worker SIGKILLed while a committed deployment's answer is held", "deploy",
+              killed_awaiting_reply, _STALL),
+    FaultCase("target-dies-after-commit", "deploy service dies after committing, before answering", "deploy",
+              target_dies_after_commit, TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=30.0)),
+    FaultCase("stale-worker-wakes", "worker SIGSTOPped with a checked request, woken after the run moved", "deploy",
+              stale_worker_wakes),
+    FaultCase("manifest-corrupted", "checkpoint manifest corrupted on disk before the move", "deploy",
+              manifest_corrupted),
+    FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -1,43 +1,47 @@
-"""Run the fifteen cases against Baton and the naive control, and tabulate the six answers.
+"""Run the cases under Baton and the two transcript-only controls; answer every question from raw files.
 
-Each case runs in a fresh world under a temporary directory, so runs never
-see each other. A Baton violation is any question answered "yes", any broken
-invariant, or a case that crashed; the control is expected to show
-violations, and a control without any means the checks are blind.
+Each (case, strategy) runs in a fresh directory with its own target services,
+provider bill and (for Baton) store, authority service and worker processes.
+A Baton violation is any oracle answering "yes" or a case that crashed; each
+control is expected to show violations, and a control showing none means the
+oracles are blind. With ablations, only Baton runs, with those protections
+switched off in this process and every process it starts.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from baton.ablation import ablation_env
 from baton.faults.cases import CASE_LIST, CASES, FaultCase
-from baton.faults.facts import RunEnded
-from baton.faults.questions import Question, answer, invariants, observe
-from baton.faults.scenario import Scenario
-from baton.faults.strategies import STRATEGIES
-from baton.faults.tasks import TASKS
-from baton.faults.world import World
-from baton.models import Record
+from baton.faults.oracles import QUESTION_TEXT, Question, answer
+from baton.faults.rig import REPORTED_FILE, Rig
+from baton.faults.strategies import CONTROLS, STRATEGIES, make_run
 
 
-class CaseResult(Record):
-    """One case against one strategy: the six answers with their evidence, and the invariants broken."""
+class CaseResult(BaseModel):
+    """One case under one strategy: each question's evidence, how the run ended, what happened."""
+
+    model_config = ConfigDict(frozen=True)
 
     case_id: str
     title: str
     strategy: str
     answers: dict[Question, list[str]]
-    invariants: dict[int, list[str]] = Field(default_factory=dict)
-    run_status: str | None = None
+    status: str | None = None
     notes: list[str] = Field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    gate_reasons: list[str] = Field(default_factory=list)
+    """The compatibility gate's reason codes raised in this run's handoffs (Baton only)."""
 
     @property
     def violated(self) -> list[Question]:
@@ -45,60 +49,127 @@ class CaseResult(Record):
 
     @property
     def violation_count(self) -> int:
-        return len(self.violated) + len(self.invariants) + (1 if self.error else 0)
+        return len(self.violated) + (1 if self.error else 0)
 
 
-class MatrixReport(Record):
-    """Both strategies over every case, for one seed."""
+class MatrixReport(BaseModel):
+    """Every case under every strategy run, for one seed and store."""
+
+    model_config = ConfigDict(frozen=True)
 
     seed: int
-    baton: tuple[CaseResult, ...]
-    naive: tuple[CaseResult, ...]
+    store: str
+    ablations: tuple[str, ...] = ()
+    results: tuple[CaseResult, ...]
+    seconds: float = 0.0
+
+    def of(self, strategy: str) -> list[CaseResult]:
+        return [result for result in self.results if result.strategy == strategy]
+
+    def violations(self, strategy: str) -> int:
+        return sum(result.violation_count for result in self.of(strategy))
 
     @property
     def baton_violations(self) -> int:
-        return sum(result.violation_count for result in self.baton)
+        return self.violations("baton")
 
     @property
-    def naive_violations(self) -> int:
-        return sum(len(result.violated) for result in self.naive)
+    def blind_controls(self) -> list[str]:
+        """Controls that ran and showed no violation at all."""
+        ran = {result.strategy for result in self.results}
+        return [c for c in CONTROLS if c in ran and sum(len(r.violated) for r in self.of(c)) == 0]
 
     @property
     def ok(self) -> bool:
-        """Baton clean everywhere, and the control caught (so the checks can fail)."""
-        return self.baton_violations == 0 and self.naive_violations > 0
+        """Baton clean everywhere and every control caught (so the oracles can fail)."""
+        return self.baton_violations == 0 and not self.blind_controls
 
 
-def run_case(case: FaultCase, strategy: str, seed: int, root: Path) -> CaseResult:
-    """Run one case against one strategy in a fresh world under `root`."""
-    config = case.config(seed)
+def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: str | None = None) -> CaseResult:
+    """Run one case under one strategy in a fresh directory under `root`."""
     started = time.monotonic()
     directory = root / f"{case.case_id}-{strategy}"
     shutil.rmtree(directory, ignore_errors=True)
-    world = World(directory, config)
-    scenario = Scenario(world=world, strategy=STRATEGIES[strategy], task=TASKS[config.task], case_id=case.case_id)
-    error = None
+    rig = Rig(directory, seed)
+    notes: list[str] = []
+    error, status = None, None
+    gate_reasons: list[str] = []
+    run = None
     try:
-        try:
-            case.script(scenario)
-        except Exception as exc:  # noqa: BLE001 - a crashed case is reported, and counts against its strategy
-            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
-        seen = observe(world)
-        answers = answer(seen)
-        broken = invariants(seen, answers)
-        status = next((f.status for f in seen.facts if isinstance(f, RunEnded)), None)
-        return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answers,
-                          invariants=broken, run_status=status, notes=scenario.notes + seen.notes, error=error,
-                          seconds=round(time.monotonic() - started, 3))
+        with rig.process_env():
+            run = make_run(strategy, rig, case, store_url)
+            run.start(case.targets)
+            case.script(run, rig, notes)
+            run.settle()
+            run.report()
+            reported = json.loads((rig.root / REPORTED_FILE).read_text())
+            status, gate_reasons = str(reported.get("status")), list(reported.get("gate_reasons") or [])
+    except Exception as exc:  # noqa: BLE001 - a crashed case is reported, and counts against its strategy
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        if run is not None:
+            try:
+                run.report()  # whatever the run got to say, for the oracles
+            except Exception:  # noqa: BLE001 - the oracles then see no report
+                pass
     finally:
-        world.close()
+        rig.close()
+    return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answer(directory),
+                      status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1),
+                      gate_reasons=gate_reasons)
 
 
-def run_matrix(seed: int = 0, *, cases: list[str] | None = None, root: Path | None = None) -> MatrixReport:
-    """Every case (or the named ones) against Baton, then against the naive control."""
+def run_matrix(
+    seed: int = 0,
+    *,
+    cases: list[str] | None = None,
+    strategies: tuple[str, ...] = STRATEGIES,
+    root: Path | None = None,
+    store_url: str | None = None,
+    ablations: tuple[str, ...] = (),
+) -> MatrixReport:
+    """Every case (or the named ones) under each strategy; with `ablations`, Baton only, those protections off."""
     chosen = [CASES[case_id] for case_id in cases] if cases else list(CASE_LIST)
+    if ablations:
+        strategies = ("baton",)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="baton-faults-") as scratch:
         base = Path(root) if root is not None else Path(scratch)
-        baton = tuple(run_case(case, "baton", seed, base) for case in chosen)
-        naive = tuple(run_case(case, "naive", seed, base) for case in chosen)
-    return MatrixReport(seed=seed, baton=baton, naive=naive)
+        results = []
+        for strategy in strategies:
+            for case in chosen:
+                if ablations:
+                    with ablation_env(*ablations):
+                        results.append(run_case(case, strategy, seed, base, store_url))
+                else:
+                    results.append(run_case(case, strategy, seed, base, store_url))
+    return MatrixReport(seed=seed, store="postgresql" if store_url else "sqlite", ablations=ablations,
+                        results=tuple(results), seconds=round(time.monotonic() - started, 1))
+
+
+def _result_json(result: CaseResult) -> dict[str, Any]:
+    return {
+        "answers": {q.value: bool(evidence) for q, evidence in result.answers.items()},
+        "evidence": {q.value: evidence for q, evidence in result.answers.items() if evidence},
+        "status": result.status,
+        "notes": result.notes,
+        "error": result.error,
+        "seconds": result.seconds,
+    }
+
+
+def report_json(report: MatrixReport) -> dict[str, Any]:
+    """The matrix as plain JSON data (what `baton faults --json` prints)."""
+    cases: dict[str, dict[str, Any]] = {}
+    for result in report.results:
+        entry = cases.setdefault(result.case_id, {"case_id": result.case_id, "title": result.title})
+        entry[result.strategy] = _result_json(result)
+    return {
+        "seed": report.seed,
+        "store": report.store,
+        "ok": report.ok,
+        "seconds": report.seconds,
+        "violations": {s: report.violations(s) for s in STRATEGIES if report.of(s)},
+        "blind_controls": report.blind_controls,
+        "questions": {q.value: text for q, text in QUESTION_TEXT.items()},
+        "cases": list(cases.values()),
+    }

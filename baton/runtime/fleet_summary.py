@@ -75,6 +75,22 @@ class FleetSummary(BaseModel):
     def all_terminal(self) -> bool:
         return self.active == 0
 
+    @property
+    def oracle_failures(self) -> list[str]:
+        """What the outside records say went wrong; the fleet's exit status is non-zero unless this is empty.
+
+        Side effects are counted per run and per logical operation (run and target), from the
+        targets' own files: a run performs one operation per target, so a second line is a
+        duplicate whatever key it came under.
+        """
+        failures = [f"{s.target}: run {run} has {n} side effects" for s in self.side_effects
+                    for run, n in s.runs_with_several.items()]
+        failures += [f"{s.target}: key {key} recorded {n} times" for s in self.side_effects
+                     for key, n in s.duplicate_keys.items()]
+        failures += [f"checker: {line}" for line in self.checker_violations]
+        failures += [f"timed out: {run}" for run in self.timed_out]
+        return failures
+
 
 def _side_effects(name: str, directory: Path, effects: Sequence[TargetEffect], file: str) -> SideEffects:
     per_key = Counter(effect.idempotency_key for effect in effects)

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from pydantic import JsonValue
 
+from baton import fault_points
 from baton.authority_http import CapabilityRequest
 from baton.errors import AuthorityDeniedError, SecretInStateError
 from baton.gateway import MutationRequest, MutationResult
@@ -585,6 +586,7 @@ class RunContext:
 
     def _seal(self, *, check_handoff: bool = True) -> ExecutionCheckpoint:
         checkpoint = self._sealer.seal(self._state)
+        fault_points.reached(f"sealed:{checkpoint.boundary.value}")
         plan, self._plan = self._plan, None
         if plan is not None:
             problems = self._sealer.confirm(plan, checkpoint)

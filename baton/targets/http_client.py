@@ -17,6 +17,7 @@ from typing import Any, Self
 
 import httpx
 
+from baton import fault_points
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken
 from baton.models.operation import OperationState
@@ -62,8 +63,10 @@ class MutationClient:
         }
         if fencing_token.capability:
             headers[CAPABILITY_HEADER] = fencing_token.capability
+        body = self._body(payload)
+        fault_points.reached("before_send")
         try:
-            response = self._http.post(self.mutation_path, json=self._body(payload), headers=headers)
+            response = self._http.post(self.mutation_path, json=body, headers=headers)
         except httpx.TimeoutException as exc:
             raise TargetUnavailableError(f"{self.name}: no answer in time for {operation_id}: {exc!r}") from exc
         except httpx.TransportError as exc:

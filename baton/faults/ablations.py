@@ -1,0 +1,92 @@
+"""Ablation runs: the matrix under Baton with one protection switched off, and which cases' oracles notice.
+
+`CATCHING_CASE` is the table the CI test runs: for each ablation, the
+smallest case (one case, Baton only) whose oracles caught it in a full
+`baton faults --ablate all` run (docs/fault-matrix.md). An ablation mapped to
+None was caught by no case in that run: a finding, listed as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from baton.ablation import GATE_PREFIX, Ablation
+from baton.compat import GateReason
+from baton.faults.cases import CASE_LIST
+from baton.faults.matrix import run_matrix
+
+ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFIX + reason.value for reason in GateReason)
+"""Every protection `--ablate all` switches off in turn: the named switches, then each reason of the gate."""
+
+_CAUGHT_BY: dict[str, str] = {
+    "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes
+    "reconcile-before-retry": "killed-awaiting-reply",
+}
+CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
+"""Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
+
+From the full run recorded in docs/fault-matrix.md. Every None is a finding: either no case
+of the two reference agents produces the fault that protection alone answers (freshness
+budgets of 300 s, no secret in state, no schema or verifier the target cannot host), or
+another layer stops the same fault first (the target's idempotency behind reconciliation,
+op-id sealing and capability expiry behind the target fence, the SDK's own lease check
+behind the gateway and store epochs)."""
+
+
+class AblationResult(BaseModel):
+    """One ablation: which cases' oracles said yes (or crashed) with that protection off."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    caught: dict[str, list[str]] = Field(default_factory=dict)
+    """case id -> the questions its oracles answered yes."""
+    errors: dict[str, str] = Field(default_factory=dict)
+    """case id -> why the case crashed (never counted as caught: a crash is no oracle)."""
+    evidence: dict[str, list[str]] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def run_ablation(name: str, *, seed: int = 0, root: Path | None = None, store_url: str | None = None,
+                 cases: list[str] | None = None) -> AblationResult:
+    """The matrix (Baton only) with `name` switched off; the cases whose oracles caught it."""
+    report = run_matrix(seed, cases=cases, root=None if root is None else root / name.replace(":", "-"),
+                        store_url=store_url, ablations=(name,))
+    caught: dict[str, list[str]] = {}
+    evidence: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    for result in report.of("baton"):
+        if result.violated:
+            caught[result.case_id] = [q.value for q in result.violated]
+            evidence[result.case_id] = [line for q in result.violated for line in result.answers[q]]
+        if result.error:
+            errors[result.case_id] = result.error.splitlines()[0]
+    return AblationResult(name=name, caught=caught, evidence=evidence, errors=errors, seconds=report.seconds)
+
+
+def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, store_url: str | None = None,
+                  cases: list[str] | None = None) -> list[AblationResult]:
+    """Each ablation in turn over `cases` (default every case).
+
+    A gate reason is switched off only in the cases whose handoffs raised it in an unablated
+    baseline run (Baton only, run first): elsewhere the gate never weighs it, so switching it
+    off changes nothing. A reason no case raises is reported uncaught, as the finding it is.
+    """
+    chosen = cases or [case.case_id for case in CASE_LIST]
+    raised: dict[str, list[str]] = {}
+    if any(name.startswith(GATE_PREFIX) for name in names):
+        baseline = run_matrix(seed, cases=chosen, strategies=("baton",), store_url=store_url,
+                              root=None if root is None else root / "baseline")
+        for result in baseline.of("baton"):
+            for reason in result.gate_reasons:
+                raised.setdefault(GATE_PREFIX + reason, []).append(result.case_id)
+    results = []
+    for name in names:
+        subset = raised.get(name, []) if name.startswith(GATE_PREFIX) else chosen
+        if not subset:
+            results.append(AblationResult(name=name, evidence={"-": ["no case's handoff raised this gate reason"]}))
+            continue
+        results.append(run_ablation(name, seed=seed, root=root, store_url=store_url, cases=subset))
+    return results

@@ -1,0 +1,186 @@
+"""Baton under the fault matrix: the real authority service, worker processes, agents, store and coordinator.
+
+Nothing here runs an agent itself. A run is launched with `launch_run` and
+adopted by a `python -m baton.runtime.worker` process of its placement (the
+fleet's supervisor starts it); handoffs go through the dispatch coordinator
+the fleet and Dagster use. The case script only acts from outside: it names
+a fault point, SIGKILLs or SIGSTOPs a worker, kills a target, tampers with
+files on disk, changes corpus documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+from baton.agents.deploy_agent import DEPLOY
+from baton.agents.research_agent import PUBLISH
+from baton.authority_http import AuthorityServiceProcess
+from baton.authority_keys import JWKS_FILE
+from baton.catalog.releases import RELEASES
+from baton.catalog.seed import hosted_placements
+from baton.faults.pg import fresh_database
+from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.handoff.coordinator import HandoffRequest
+from baton.models import AuthorityLevel, BudgetLedger, BudgetUsage, RunKind
+from baton.placements import DEFAULT_PLACEMENTS, dump_placements
+from baton.runtime.dispatch import DispatchSettings, build_coordinator
+from baton.runtime.launch import RunSpec, default_limits, launch_run
+from baton.runtime.supervisor import Supervisor, WorkerSlot
+from baton.runtime.worker import connect_targets
+from baton.store.factory import open_blobs, open_store
+from baton.targets.capability_guard import TargetPolicy
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+
+SOURCE = "local-gpu-eu"
+LEASE_TTL_S = 2.0
+TERMINAL = ("verified", "failed", "escalated")
+
+
+class BatonRun:
+    """One run of a case under Baton: its processes, store and verbs."""
+
+    strategy = "baton"
+
+    def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any]) -> None:
+        self.rig, self.kind, self.case_id = rig, kind, case_id
+        self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
+        self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
+        if drop is not None:
+            rig.cleanup.callback(drop)
+        self.store = open_store(self.database_url, rig.home)
+        rig.cleanup.callback(self.store.close)
+        self.blobs = open_blobs(rig.home, self.store)
+        self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, [p.name for p in DEFAULT_PLACEMENTS])
+        self.limits = limits
+        self.slots: dict[str, WorkerSlot] = {}
+        self._supervisor: Supervisor | None = None
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def start(self, options: TargetOptions) -> None:
+        """Authority service, then the target services guarded by its public keys."""
+        catalog = self.rig.root / "authority-placements.json"
+        dump_placements(DEFAULT_PLACEMENTS, catalog)
+        url = self.database_url or f"sqlite:///{self.rig.home / 'baton.db'}"
+        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog)
+        self.rig.cleanup.callback(authority.stop)
+        authority.start()
+        trust = self.rig.home / "authority" / JWKS_FILE
+        options = dataclasses.replace(
+            options, guard=TargetPolicy(DEPLOY).arguments(trust),
+            corpus_guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE, artifact_field="report_hash").arguments(trust))
+        self.rig.start_targets(options)
+        self._supervisor = Supervisor(
+            home=self.rig.home, log_dir=self.rig.root / "logs", database_url=self.database_url,
+            history_path=self.rig.root / "history.jsonl",
+            options={"lease-ttl-s": str(LEASE_TTL_S), "boundary-pause-s": "0.05", "target-timeout-s": "1.0",
+                     "poll-s": "0.1", "authority-url": authority.url},
+            provision=authority.provision,
+        )
+        self.rig.cleanup.callback(self._supervisor.stop_all, 3.0)
+
+    def worker(self, placement: str, *, point: str | None = None) -> WorkerSlot:
+        """Start a worker process for `placement` (holding at `point` the first time it gets there)."""
+        assert self._supervisor is not None
+        slot = self._supervisor.add(f"w{len(self.slots) + 1}-{placement}", placement)
+        with self.rig.process_env(point):
+            self._supervisor.start(slot)
+        self.slots[placement] = slot
+        return slot
+
+    def launch(self) -> None:
+        placement = self.hosting[SOURCE]
+        release = RELEASES["model-v7"]
+        limits = default_limits(self.store.db_now()).model_copy(update=self.limits)
+        if self.kind == "deploy":
+            spec = RunSpec(self.run_id, RunKind.DEPLOY, release, placement, "deploy checkout", {"service": "checkout"},
+                           AuthorityLevel.EXTERNAL_MUTATE, limits=limits)
+            self.rig.write_registry("checkout")
+        else:
+            spec = RunSpec(self.run_id, RunKind.RESEARCH, release, placement, "research fencing",
+                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]},
+                           AuthorityLevel.SANDBOX_MUTATE, limits=limits)
+        launch_run(self.store, self.blobs, spec, reservation_ttl_s=10.0)
+
+    # -- verbs of a case ------------------------------------------------------------------------
+
+    def pid(self, placement: str) -> int:
+        process = self.slots[placement].process
+        assert process is not None
+        return process.pid
+
+    def freeze(self, placement: str) -> int:
+        """SIGSTOP the worker process of `placement`: its heartbeat stops with it."""
+        pid = self.pid(placement)
+        sigstop(pid)
+        self.rig.cleanup.callback(sigcont, pid)  # never leave a stopped process behind
+        return pid
+
+    def thaw(self, pid: int) -> None:
+        sigcont(pid)
+
+    def wait_lease_lapsed(self) -> None:
+        """Until the store's clock says the run's lease expired (its holder is frozen or dead)."""
+        wait_until(lambda: not self.store.get_lease(self.run_id).held_at(self.store.db_now()),
+                   timeout_s=60.0, what="the lease to lapse")
+
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+        """Move the run to `to` through the coordinator every trigger uses; the outcome's summary.
+
+        Without `start_worker` the run waits, reserved for `to`, until `worker(to)` starts one there.
+        """
+        if start_worker and to not in self.slots:
+            self.worker(to)
+        deploy, corpus = connect_targets(self.rig.home, timeout_s=2.0)
+        try:
+            coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus),
+                                            DispatchSettings(reservation_ttl_s=10.0, quiesce_timeout_s=2.0))
+            outcome = coordinator.handoff(HandoffRequest(self.run_id, reason, preferred_targets=(to,),
+                                                         source_alive=False, allow_same_placement=True))
+        finally:
+            deploy.close()
+            corpus.close()
+        return f"handoff to {to}: {'committed' if outcome.committed else 'aborted'}"
+
+    def tamper_manifest(self) -> str:
+        """Flip one byte of the latest checkpoint's candidate manifest blob, on disk."""
+        latest = self.store.latest_checkpoint(self.run_id)
+        assert latest is not None
+        digest = latest.candidate_manifest_ref.split(":", 1)[1]
+        path = self.rig.home / "blobs" / digest[:2] / digest[2:]
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        return f"flipped a byte of candidate manifest {latest.candidate_manifest_ref[:19]} ({latest.boundary.value})"
+
+    def wait_end(self, timeout_s: float = 240.0) -> str:
+        wait_until(lambda: self.store.get_run(self.run_id).status in TERMINAL, timeout_s=timeout_s,
+                   what=f"run {self.run_id} to end")
+        return self.store.get_run(self.run_id).status
+
+    def report(self) -> None:
+        """What Baton says about the run: its status and the budget it accounted."""
+        run = self.store.get_run(self.run_id)
+        used = self._accounted()
+        raised = sorted({str(reason) for _, event in self.store.list_events() if event.run_id == self.run_id
+                         for reason in (event.compatibility_decision or {}).get("reasons") or []})
+        self.rig.write_reported({"run_id": self.run_id, "status": run.status, "model_calls": used.model_calls,
+                                 "model_spend_usd": str(used.model_spend_usd), "gate_reasons": raised,
+                                 "limits": {"model_calls": self.limits.get("model_calls")}})
+
+    def _accounted(self) -> BudgetUsage:
+        """The budget the run carries: its latest checkpoint's ledger (what moves with it), else the store's sum."""
+        latest = self.store.latest_checkpoint(self.run_id)
+        try:
+            assert latest is not None
+            return BudgetLedger.model_validate_json(self.blobs.get(latest.budget_ledger_ref)).used
+        except Exception:  # noqa: BLE001 - an unreadable ledger: fall back to the charges the store recorded
+            return self.store.budget_used(self.run_id)
+
+    def settle(self) -> None:
+        """Give in-flight processes a moment to write what they were writing before the oracles read."""
+        time.sleep(0.3)
+

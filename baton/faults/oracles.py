@@ -1,0 +1,198 @@
+"""The matrix's oracles: raw files outside the system under test, never a production predicate.
+
+Each oracle reads only plain files a case left behind (JSON and JSON Lines,
+parsed with the standard library): the targets' own effect and request logs,
+the corpus's document history, the build registry, the model provider's bill
+and what the run reported about itself. None imports Baton's checks
+(`tests/faults/test_oracle_imports.py` holds this module to that).
+
+Questions (a non-empty evidence list means "yes, it happened"):
+
+- duplicate: more than one side effect for the run, or for one logical
+  operation (run and target), counted from the targets' effect files;
+- stale_owner: a request the target applied although it carried a fencing
+  epoch below one the target had already seen for the run (its request log);
+- wrong_artifact: a deployed artifact that is not a registry build whose
+  canary passed, with that version (deploy target file vs build registry);
+- stale_evidence: a published report quoting a document version that was no
+  longer current when it was published (publications vs document history);
+- budget: the provider billed the run for more model calls or dollars than the
+  run accounted for itself (provider's bill vs the run's report);
+- unknown_hidden: the run reported a definite outcome the targets contradict
+  (reported failed while an effect exists, or verified without one);
+- unreconciled_retry: after the target committed a key, it received that key
+  again under a new operation id: an attempt retried without asking the
+  target first (invariant 4), whether or not its dedup then saved the day.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from decimal import Decimal
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class Question(StrEnum):
+    DUPLICATE = "duplicate"
+    STALE_OWNER = "stale_owner"
+    WRONG_ARTIFACT = "wrong_artifact"
+    STALE_EVIDENCE = "stale_evidence"
+    BUDGET = "budget"
+    UNKNOWN_HIDDEN = "unknown_hidden"
+    UNRECONCILED_RETRY = "unreconciled_retry"
+
+
+QUESTION_TEXT: dict[Question, str] = {
+    Question.DUPLICATE: "more than one side effect for the run or for one logical operation (targets' files)",
+    Question.STALE_OWNER: "a target applied a request from a fenced-off epoch (target's request log)",
+    Question.WRONG_ARTIFACT: "the deployed artifact is not the verified registry build (deploy file vs registry)",
+    Question.STALE_EVIDENCE: "the published report cites a superseded document version (corpus history)",
+    Question.BUDGET: "the provider billed more than the run accounted (provider's bill)",
+    Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
+    Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
+}
+
+TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+class CaseFiles:
+    """The raw files one strategy's run of one case left under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.reported: dict[str, Any] = _json(self.root / "reported.json") or {}
+        self.run_id = str(self.reported.get("run_id", ""))
+        targets = self.root / "home" / "targets"
+        self.effects = {name: [e for e in _lines(targets / name / file) if e.get("run_id") == self.run_id]
+                        for name, file in TARGET_FILES.items()}
+        self.requests = {name: [r for r in _lines(targets / name / "requests.jsonl") if r.get("run_id") == self.run_id]
+                         for name in TARGET_FILES}
+        self.documents: dict[str, list[dict[str, Any]]] = (
+            _json(targets / "corpus" / "documents.json") or {}).get("documents", {})
+        self.registry: dict[str, Any] = _json(self.root / "build-registry.json") or {}
+        self.bill = [line for line in _lines(self.root / "provider" / "bill.jsonl") if line.get("account") == self.run_id]
+
+
+def duplicate(files: CaseFiles) -> list[str]:
+    evidence = []
+    total = sum(len(effects) for effects in files.effects.values())
+    for target, effects in files.effects.items():
+        if len(effects) > 1:
+            keys = Counter(str(e.get("idempotency_key")) for e in effects)
+            evidence.append(f"{target} recorded {len(effects)} effects for logical operation {target} of "
+                            f"{files.run_id} under {len(keys)} key(s): seq {[e.get('seq') for e in effects]}")
+    if total > 1 and not evidence:
+        evidence.append(f"{total} side effects for run {files.run_id} across targets")
+    return evidence
+
+
+def stale_owner(files: CaseFiles) -> list[str]:
+    evidence = []
+    for target, requests in files.requests.items():
+        highest = -1
+        for request in requests:
+            epoch = int(request.get("epoch", 0))
+            if request.get("result") in ("applied", "replayed") and epoch < highest:
+                evidence.append(f"{target} {request.get('result')} {request.get('operation_id')} at epoch {epoch} "
+                                f"after it had seen epoch {highest}")
+            highest = max(highest, epoch)
+    return evidence
+
+
+def wrong_artifact(files: CaseFiles) -> list[str]:
+    builds = {b["artifact_hash"]: b for b in files.registry.get("builds", [])}
+    evidence = []
+    for effect in files.effects["deploy"]:
+        build = builds.get(str(effect.get("artifact_hash")))
+        if build is None:
+            evidence.append(f"deployed {effect.get('artifact_hash', '')[:19]}... ({effect.get('version')}): "
+                            "no such build in the registry")
+        elif not build.get("canary_passed") or build.get("version") != effect.get("version"):
+            evidence.append(f"deployed {build.get('version')} as {effect.get('version')}: "
+                            f"canary_passed={build.get('canary_passed')}")
+    return evidence
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ", 1)[0].rstrip(".")
+
+
+def stale_evidence(files: CaseFiles) -> list[str]:
+    evidence = []
+    for publication in files.effects["corpus"]:
+        report, at = str(publication.get("report", "")), str(publication.get("at", ""))
+        for doc_id, versions in files.documents.items():
+            current = [v for v in versions if str(v.get("changed_at", "")) <= at] or versions[:1]
+            now = current[-1]
+            quoted = [v for v in versions if _first_sentence(str(v["text"]))[1:] in report]
+            if quoted and now not in quoted:
+                evidence.append(f"report {publication.get('report_hash', '')[:19]} published at {at} quotes {doc_id} "
+                                f"v{[v['version'] for v in quoted]}, current was v{now['version']}")
+    return evidence
+
+
+def budget(files: CaseFiles) -> list[str]:
+    billed_calls = len(files.bill)
+    billed_usd = sum((Decimal(str(line.get("usd", "0"))) for line in files.bill), Decimal("0"))
+    said_calls = int(files.reported.get("model_calls") or 0)
+    said_usd = Decimal(str(files.reported.get("model_spend_usd") or "0"))
+    if billed_calls > said_calls or billed_usd > said_usd:
+        return [f"the provider billed {billed_calls} call(s), ${billed_usd}; the run accounted {said_calls}, ${said_usd}"]
+    limit = (files.reported.get("limits") or {}).get("model_calls")
+    if limit is not None and billed_calls > int(limit) + 1:
+        return [f"the provider billed {billed_calls} calls against a limit of {limit}"]
+    return []
+
+
+def unknown_hidden(files: CaseFiles) -> list[str]:
+    status = files.reported.get("status")
+    effects = sum(len(e) for e in files.effects.values())
+    if status == "failed" and effects:
+        return [f"the run reported failed, but the targets hold {effects} effect(s) for it"]
+    if status == "verified" and not effects:
+        return ["the run reported verified, but no target holds an effect for it"]
+    return []
+
+
+def unreconciled_retry(files: CaseFiles) -> list[str]:
+    evidence = []
+    for target, requests in files.requests.items():
+        committed: dict[str, str] = {}
+        for request in requests:
+            key, operation = str(request.get("idempotency_key")), str(request.get("operation_id"))
+            if key in committed and operation != committed[key]:
+                evidence.append(f"{target} got key {key} again as {operation} ({request.get('result')}) after "
+                                f"committing it as {committed[key]}")
+            if request.get("result") == "applied":
+                committed.setdefault(key, operation)
+    return evidence
+
+
+ORACLES = {
+    Question.DUPLICATE: duplicate,
+    Question.STALE_OWNER: stale_owner,
+    Question.WRONG_ARTIFACT: wrong_artifact,
+    Question.STALE_EVIDENCE: stale_evidence,
+    Question.BUDGET: budget,
+    Question.UNKNOWN_HIDDEN: unknown_hidden,
+    Question.UNRECONCILED_RETRY: unreconciled_retry,
+}
+
+
+def answer(root: Path) -> dict[Question, list[str]]:
+    """Every question for the run whose files are under `root`."""
+    files = CaseFiles(root)
+    return {question: oracle(files) for question, oracle in ORACLES.items()}

@@ -1,0 +1,130 @@
+"""A transcript-only control under the fault matrix: the same verbs as `BatonRun`, over transcript agent processes.
+
+Its targets run without a capability guard (the control has no authority
+service to get a capability from); everything else about the world, the
+fault and the point where it strikes is the same as for Baton.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from baton.catalog.releases import RELEASES
+from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.faults.transcript_agent import TERMINAL, load, new_transcript, save
+from baton.placements import DEFAULT_PLACEMENTS
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+
+AGENT_MODULE = "baton.faults.transcript_agent"
+_SUPPORTED = {p.name: p.supported_release_ids for p in DEFAULT_PLACEMENTS}
+
+
+def release_on(placement: str) -> str:
+    """The release a plain scheduler's worker of `placement` runs: the first it supports, in catalog order."""
+    for name in ("model-v7", "model-v8"):
+        if RELEASES[name].release_id in _SUPPORTED[placement]:
+            return name
+    raise ValueError(f"placement {placement} supports no catalog release")
+
+
+class TranscriptRun:
+    """One run of a case under a transcript-only control (`naive` or `competent`)."""
+
+    def __init__(self, rig: Rig, *, mode: str, kind: str, case_id: str, limits: dict[str, Any]) -> None:
+        self.rig, self.mode, self.kind = rig, mode, kind
+        self.strategy = mode
+        self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
+        self.transcript = rig.root / "transcript.json"
+        self.limits = limits
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._all: list[subprocess.Popen[bytes]] = []
+        self.frozen: set[int] = set()
+        rig.cleanup.callback(self._stop_all)
+
+    def start(self, options: TargetOptions) -> None:
+        self.rig.start_targets(options)
+
+    def launch(self) -> None:
+        if self.kind == "deploy":
+            task: dict[str, Any] = {"kind": "deploy", "service": "checkout"}
+            self.rig.write_registry("checkout")
+        else:
+            task = {"kind": "research", "topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]}
+        save(self.transcript, new_transcript(self.run_id, task, {"model_calls": self.limits.get("model_calls")},
+                                             self.mode), self.mode)
+
+    def worker(self, placement: str, *, point: str | None = None) -> None:
+        """Start a control process for the run on `placement` (it resumes from the transcript)."""
+        command = [sys.executable, "-m", AGENT_MODULE, "--transcript", str(self.transcript), "--mode", self.mode,
+                   "--release", release_on(placement), "--home", str(self.rig.home)]
+        logs = self.rig.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with self.rig.process_env(point), open(logs / f"control-{placement}-{len(self._all)}.log", "ab") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.processes[placement] = process
+        self._all.append(process)
+
+    def pid(self, placement: str) -> int:
+        return self.processes[placement].pid
+
+    def freeze(self, placement: str) -> int:
+        """SIGSTOP the control process of `placement` (a GC pause, a stalled VM)."""
+        pid = self.pid(placement)
+        sigstop(pid)
+        self.frozen.add(pid)
+        return pid
+
+    def thaw(self, pid: int) -> None:
+        self.frozen.discard(pid)
+        sigcont(pid)
+
+    def wait_lease_lapsed(self) -> None:
+        """A transcript scheduler holds no lease: it declares the worker lost after the same heartbeat timeout."""
+        time.sleep(2.0)
+
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+        if start_worker:
+            self.worker(to)
+        return f"transcript copied to a new worker on {to} ({reason})"
+
+    def tamper_manifest(self) -> str:
+        """Flip one hex digit of the candidate inside the transcript (its checkpoint manifest), on disk."""
+        text = self.transcript.read_text(encoding="utf-8")
+        body = json.loads(text)
+        candidate = next(m for m in reversed(body["messages"]) if "candidate" in m["content"])["content"]["candidate"]
+        marker = "sha256:" if "sha256:" in candidate else "states that "
+        at = candidate.index(marker) + len(marker) + 5
+        flipped = candidate[:at] + ("0" if candidate[at] != "0" else "1") + candidate[at + 1:]
+        self.transcript.write_text(text.replace(json.dumps(candidate)[1:-1], json.dumps(flipped)[1:-1], 1),
+                                   encoding="utf-8")
+        return "flipped one character of the candidate in the transcript file"
+
+    def wait_end(self, timeout_s: float = 240.0) -> str:
+        wait_until(lambda: all(p.poll() is not None for p in self._all if p.pid not in self.frozen), timeout_s=timeout_s,
+                   what="every control process to exit")
+        status = str(json.loads(self.transcript.read_text(encoding="utf-8")).get("status"))
+        return status if status in TERMINAL else "active"
+
+    def report(self) -> None:
+        body = json.loads(self.transcript.read_text(encoding="utf-8"))
+        reported = dict(body.get("reported") or {"status": body.get("status"), "model_calls": 0, "model_spend_usd": "0"})
+        reported |= {"run_id": self.run_id, "limits": body.get("limits", {})}
+        self.rig.write_reported(reported)
+
+    def settle(self) -> None:
+        time.sleep(0.3)
+
+    def _stop_all(self) -> None:
+        for process in self._all:
+            if process.poll() is None:
+                sigcont(process.pid)
+                process.kill()
+                process.wait(timeout=10)
+
+
+__all__ = ["TranscriptRun", "load", "release_on"]

@@ -1,0 +1,98 @@
+"""Each oracle says yes on files that show the fault and no on files that do not (the checks can fail)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from baton.faults.oracles import Question, answer
+
+RUN = "case-abc123"
+GOOD = {"artifact_hash": "sha256:" + "a" * 64, "version": "1.4.2", "canary_passed": True}
+BAD_CANARY = {"artifact_hash": "sha256:" + "b" * 64, "version": "1.5.0", "canary_passed": False}
+
+
+def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _case(tmp_path: Path, *, status: str = "verified", calls: int = 1, billed: int = 1,
+          deployments: list[dict[str, Any]] | None = None, requests: list[dict[str, Any]] | None = None,
+          publications: list[dict[str, Any]] | None = None, documents: dict[str, Any] | None = None) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "reported.json").write_text(json.dumps(
+        {"run_id": RUN, "status": status, "model_calls": calls, "model_spend_usd": str(calls * 0.5), "limits": {}}))
+    (tmp_path / "build-registry.json").write_text(json.dumps({"service": "checkout", "builds": [GOOD, BAD_CANARY]}))
+    _write_lines(tmp_path / "provider" / "bill.jsonl",
+                 [{"account": RUN, "usd": "0.5"}] * billed + [{"account": "someone-else", "usd": "9"}])
+    targets = tmp_path / "home" / "targets"
+    default = [{"seq": 1, "run_id": RUN, "idempotency_key": "k1", **{k: GOOD[k] for k in ("artifact_hash", "version")}}]
+    _write_lines(targets / "deploy" / "deployments.jsonl", default if deployments is None else deployments)
+    _write_lines(targets / "deploy" / "requests.jsonl", requests or [])
+    _write_lines(targets / "corpus" / "publications.jsonl", publications or [])
+    (targets / "corpus" / "documents.json").write_text(json.dumps({"format": 1, "documents": documents or {}}))
+    return tmp_path
+
+
+def _yes(root: Path) -> set[Question]:
+    return {question for question, evidence in answer(root).items() if evidence}
+
+
+def test_a_clean_run_answers_no_everywhere(tmp_path: Path) -> None:
+    assert _yes(_case(tmp_path)) == set()
+
+
+def test_two_effects_for_one_run_are_a_duplicate_whatever_their_keys(tmp_path: Path) -> None:
+    rows = [{"seq": n, "run_id": RUN, "idempotency_key": f"k{n}", "artifact_hash": GOOD["artifact_hash"],
+             "version": "1.4.2"} for n in (1, 2)]
+    assert Question.DUPLICATE in _yes(_case(tmp_path, deployments=rows))
+
+
+def test_a_request_applied_below_a_seen_epoch_is_a_stale_owner(tmp_path: Path) -> None:
+    requests = [{"run_id": RUN, "epoch": 3, "result": "applied", "operation_id": "a"},
+                {"run_id": RUN, "epoch": 2, "result": "applied", "operation_id": "b"}]
+    assert Question.STALE_OWNER in _yes(_case(tmp_path, requests=requests))
+    refused = [requests[0], {**requests[1], "result": "fenced"}]
+    assert Question.STALE_OWNER not in _yes(_case(tmp_path / "refused", requests=refused))
+
+
+def test_an_unregistered_or_failed_canary_artifact_is_the_wrong_artifact(tmp_path: Path) -> None:
+    tampered = [{"seq": 1, "run_id": RUN, "idempotency_key": "k", "artifact_hash": "sha256:" + "c" * 64,
+                 "version": "1.4.2"}]
+    assert Question.WRONG_ARTIFACT in _yes(_case(tmp_path / "a", deployments=tampered))
+    canary = [{"seq": 1, "run_id": RUN, "idempotency_key": "k", **{k: BAD_CANARY[k] for k in ("artifact_hash", "version")}}]
+    assert Question.WRONG_ARTIFACT in _yes(_case(tmp_path / "b", deployments=canary))
+
+
+def test_a_report_quoting_a_superseded_version_is_stale(tmp_path: Path) -> None:
+    documents = {"fencing": [
+        {"version": 1, "text": "Old claim holds. More.", "changed_at": "2026-01-01T00:00:00Z"},
+        {"version": 2, "text": "New claim holds. More.", "changed_at": "2026-01-01T00:00:05Z"}]}
+    stale = [{"run_id": RUN, "report": "fencing states that old claim holds.", "at": "2026-01-01T00:00:09Z"}]
+    fresh = [{"run_id": RUN, "report": "fencing states that new claim holds.", "at": "2026-01-01T00:00:09Z"}]
+    early = [{"run_id": RUN, "report": "fencing states that old claim holds.", "at": "2026-01-01T00:00:02Z"}]
+    assert Question.STALE_EVIDENCE in _yes(_case(tmp_path / "s", deployments=[], publications=stale, documents=documents))
+    assert Question.STALE_EVIDENCE not in _yes(_case(tmp_path / "f", deployments=[], publications=fresh,
+                                                     documents=documents))
+    assert Question.STALE_EVIDENCE not in _yes(_case(tmp_path / "e", deployments=[], publications=early,
+                                                     documents=documents))
+
+
+def test_a_bill_above_what_the_run_accounted_is_a_budget_reset(tmp_path: Path) -> None:
+    assert Question.BUDGET in _yes(_case(tmp_path, calls=1, billed=2))
+
+
+def test_failed_with_an_effect_or_verified_without_one_hides_the_truth(tmp_path: Path) -> None:
+    assert Question.UNKNOWN_HIDDEN in _yes(_case(tmp_path / "a", status="failed"))
+    assert Question.UNKNOWN_HIDDEN in _yes(_case(tmp_path / "b", status="verified", deployments=[]))
+    assert Question.UNKNOWN_HIDDEN not in _yes(_case(tmp_path / "c", status="escalated"))
+
+
+def test_a_committed_key_sent_again_under_a_new_operation_is_an_unreconciled_retry(tmp_path: Path) -> None:
+    first = {"run_id": RUN, "epoch": 2, "result": "applied", "operation_id": "op-1", "idempotency_key": "k"}
+    again = {"run_id": RUN, "epoch": 4, "result": "replayed", "operation_id": "op-2", "idempotency_key": "k"}
+    assert Question.UNRECONCILED_RETRY in _yes(_case(tmp_path / "a", requests=[first, again]))
+    same_operation = {**again, "operation_id": "op-1", "result": "sealed"}
+    assert Question.UNRECONCILED_RETRY not in _yes(_case(tmp_path / "b", requests=[first, same_operation]))

@@ -30,7 +30,7 @@ from baton.sim.world import ENDED, SimRecords
 EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
 MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications"}
 _BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
-_LEVELS = ("read_only", "sandbox_mutate", "external_mutate", "production_mutate")
+_LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

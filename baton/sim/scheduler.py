@@ -28,7 +28,7 @@ from baton.clock import VirtualClock
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 STEP_MIN_S = 0.0005
 STEP_MAX_S = 0.004
-WAIT_POLL_S = 0.25
+WAIT_POLL_S = 1.0
 
 
 class Crash(BaseException):

@@ -68,8 +68,10 @@ class SimConfig:
     lease_ttl_s: float = 6.0
     reservation_ttl_s: float = 20.0
     target_timeout_s: float = 1.0
-    max_time_s: float = 4 * 3600.0
+    max_time_s: float = 1800.0
     restart_after_s: float = 2.0
+    poll_s: float = 2.0
+    """How often idle workers, supervisors and the coordinator look again (virtual seconds)."""
     ablate: tuple[str, ...] = ()
     keep_trail: bool = False
 
@@ -102,6 +104,8 @@ class SimOutcome:
     fired: list[Fault]
     violations: list[str]
     errors: list[str]
+    last_boundaries: dict[str, str] = field(default_factory=dict)
+    """Each run's latest sealed boundary (raw `checkpoints` rows)."""
     trail: list[str] | None = None
 
     @property
@@ -119,7 +123,8 @@ class World:
         if config.keep_trail:
             self.sched.trail_lines = []
         self.plan = config.plan
-        self.store = MemoryStore(f"sim-{config.seed}-{next(_WORLDS)}", clock=self.sched, hooks=self)
+        self.store = MemoryStore(f"sim-{config.seed}-{next(_WORLDS)}", clock=self.sched)
+        self.store.hooks = self  # after migrating: the world watches its own transactions from here on
         self.blobs = SqlBlobStore(self.store)
         self.network = Network(self.sched, self.plan, self._lease_epoch)
         self.network.add_target("deploy", deploy_service.create_app(root / "deploy"))
@@ -231,7 +236,7 @@ class World:
                 self.senders[process.name] = placement.name
                 worker_id = f"{placement.name}-{incarnation}"
                 self.sched.spawn(f"worker {worker_id}", process, lambda p=process, w=worker_id: self.work(placement, p, w))
-            self.sched.sleep(0.5)
+            self.sched.sleep(self.config.poll_s)
 
     def work(self, placement: Placement, process: Process, worker_id: str) -> None:
         """A worker process: poll for runs reserved for its placement, adopt, execute (as `Worker` does)."""
@@ -261,7 +266,7 @@ class World:
                         self.sched.record(f"{owner} {run.run_id}: {outcome.result}")
             except Exception as exc:  # noqa: BLE001 - as the live worker: a failed poll is logged, not fatal
                 self.sched.record(f"{owner} poll failed: {type(exc).__name__}")
-            self.sched.sleep(1.0)
+            self.sched.sleep(self.config.poll_s)
 
     def coordinate(self) -> None:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
@@ -287,7 +292,7 @@ class World:
                 tried[run_id] = self.sched.elapsed_s
                 self._handoff(coordinator, HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
                                                           allow_same_placement=True))
-            self.sched.sleep(1.0)
+            self.sched.sleep(self.config.poll_s)
 
     def _take(self, queue: list[Any]) -> list[Any]:
         taken, queue[:] = list(queue), []
@@ -368,7 +373,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
-        with ablated, seeded_uuid4(config.seed):
+        with ablated, seeded_uuid4(config.seed), _quiet():
             world = World(config, root)
             with clocks.use_clock(world.sched):
                 try:
@@ -387,6 +392,9 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 fired=list(world.fired) + list(world.network.fired), violations=violations,
                 errors=[f"{name}: {type(exc).__name__}: {exc}" for name, exc in world.sched.errors],
                 trail=world.sched.trail_lines,
+                last_boundaries={row[0]: row[1] for row in world.store.raw(
+                    "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
+                    "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
             )
             world.network.close()
             world.store.close()
@@ -394,3 +402,15 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Workers log every failed agent step; thousands of simulated failures would drown the output."""
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)

@@ -99,7 +99,7 @@ def test_i7_authority_above_the_run_and_a_stored_credential() -> None:
 
     def tamper(records: SimRecords) -> None:
         for run_id in list(records.launch_authority):
-            records.launch_authority[run_id] = AuthorityLevel.READ_ONLY
+            records.launch_authority[run_id] = AuthorityLevel.OBSERVE
         token = next(m.capability for m in records.network.messages if m.capability)
         leaked = b"checkpoint note: " + token.encode()
         records.store.raw("INSERT INTO blobs (digest, data) VALUES (?, ?)", (b"leak", leaked))

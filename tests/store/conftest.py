@@ -7,6 +7,7 @@ in-memory SQLite database) and the clock (a Python function) differ.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,13 +33,23 @@ class MemoryBackend(Backend):
 
 
 @pytest.fixture(params=[*BACKENDS, "memory"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """A fresh SQLite file, a fresh PostgreSQL database, or a fresh in-memory database."""
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A fresh SQLite file, a fresh PostgreSQL database, or a fresh in-memory database.
+
+    The in-memory database lives as long as one store holds it open, so the fixture keeps
+    one open for the test's duration (as a file outlives the stores that open it).
+    """
     if request.param == "sqlite":
-        return Backend("sqlite", sqlite_url(tmp_path / "baton.db"))
-    if request.param == "memory":
-        return MemoryBackend("sqlite", f"memory:conformance-{next(_names)}")
-    return Backend("postgres", str(request.getfixturevalue("postgres_url")))
+        yield Backend("sqlite", sqlite_url(tmp_path / "baton.db"))
+    elif request.param == "memory":
+        memory = MemoryBackend("sqlite", f"memory:conformance-{next(_names)}")
+        keeper = memory.open()
+        try:
+            yield memory
+        finally:
+            keeper.close()
+    else:
+        yield Backend("postgres", str(request.getfixturevalue("postgres_url")))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

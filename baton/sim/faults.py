@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from baton.chaos import ChaosReason
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
 WRITE_KINDS = ("crash", "stall", "handoff", "doc_change")
@@ -107,4 +108,4 @@ def _draw(rng: random.Random, kind: str) -> Fault:
         return Fault(kind, at, f"{rng.choice((2.0, 12.0, 40.0, 400.0))}")
     if kind == "handoff":
         return Fault(kind, at, rng.choice(sorted(r.value for r in ChaosReason)))
-    return Fault(kind, at, rng.choice(("leases", "fencing", "idempotency")))
+    return Fault(kind, at, rng.choice(sorted(INITIAL_DOCUMENTS)))

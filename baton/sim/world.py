@@ -48,6 +48,7 @@ from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
 from baton.targets import corpus_service, deploy_service
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
 
@@ -199,10 +200,13 @@ class World:
         for index, kind in enumerate(self.config.kinds):
             run_id = f"sim{self.config.seed}-{kind.value}-{index}"
             placement = PLACEMENTS[rng.randrange(len(PLACEMENTS))]
+            documents = sorted(INITIAL_DOCUMENTS)
             task_input: dict[str, Any] = {"service": "checkout"} if kind is RunKind.DEPLOY else {
-                "question": "How do leases, fencing and idempotency keep one side effect?"}
+                "topic": "one side effect per key", "documents": [documents[(index + k) % len(documents)]
+                                                                   for k in range(3)]}
+            authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
-                           AuthorityLevel.EXTERNAL_MUTATE)
+                           authority)
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
             self.launch_authority[run_id] = spec.authority

@@ -118,3 +118,14 @@ def test_invariants_of_names_the_numbers() -> None:
     outcome = run_seed(1, 0)
     outcome.violations = ["I1: x", "I4: y", "I4: z"]
     assert invariants_of(outcome) == frozenset({"I1", "I4"})
+
+
+def test_research_and_deploy_runs_share_one_world_under_faults() -> None:
+    from baton.models import RunKind
+
+    clean = run_seed(1, 0, kinds=(RunKind.RESEARCH,))
+    assert clean.ok and clean.statuses == {"sim1-research-0": "verified"}, (clean.statuses, clean.violations)
+    summary = run_many(range(8), 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH))
+    bad = {o.seed: _unexplained(o)[:2] for o in summary.failing if _unexplained(o)}
+    assert not bad, bad
+    assert sum(summary.statuses.values()) == 16

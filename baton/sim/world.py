@@ -237,6 +237,9 @@ class World:
                 self.workers_started += 1
                 process = self.sched.process(f"w:{placement.name}#{incarnation}")
                 process.skew_s = self.plan.skew_for(self.workers_started)
+                if process.skew_s:
+                    self.fired.extend(f for f in self.plan.faults if f.kind == "skew" and f.at == self.workers_started)
+                    self.sched.record(f"skew {process.name} {process.skew_s:+.1f}s")
                 self.senders[process.name] = placement.name
                 worker_id = f"{placement.name}-{incarnation}"
                 self.sched.spawn(f"worker {worker_id}", process, lambda p=process, w=worker_id: self.work(placement, p, w))

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import jwt
 from pydantic import Field
 
+from baton import clock
 from baton.authority_keys import ALGORITHM, KeyRing, TrustedKeys
 from baton.ablation import Ablation, is_ablated
 from baton.approval_signing import verify_approval
@@ -78,7 +79,7 @@ def _utc(seconds: float) -> dt.datetime:
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return clock.now()
 
 
 class CapabilityVerifier:

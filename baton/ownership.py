@@ -16,10 +16,10 @@ compares `expires_at` in SQL). Two roles:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from baton import clock
 from baton.errors import LeaseConflictError, LeaseLostError
 from baton.fencing import FenceAware, FencingToken
 from baton.history import HistorySink, Recorder
@@ -42,14 +42,14 @@ class Coordinator:
 
     def wait_until_expired(self, run_id: str, *, timeout_s: float, poll_s: float = 0.02) -> Lease:
         """Poll until the run's lease has lapsed by database clock; return it (TimeoutError otherwise)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = clock.monotonic() + timeout_s
         while True:
             lease = self.store.get_lease(run_id)
             if self.is_expired(lease):
                 return lease
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise TimeoutError(f"lease of run {run_id!r} still held by {lease.owner!r} after {timeout_s}s")
-            time.sleep(poll_s)
+            clock.sleep(poll_s)
 
     def grant(
         self,
@@ -184,16 +184,23 @@ class Heartbeat:
         self.error: LeaseLostError | None = None
         self._on_lost = on_lost
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{holder.lease.run_id}", daemon=True)
+        self._name = f"heartbeat-{holder.lease.run_id}"
+        self._done = threading.Event()
 
     def start(self) -> Heartbeat:
-        self._thread.start()
+        clock.start_thread(self._run, self._name)
         return self
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._done.set()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5)
+        if threading.current_thread().name != self._name:
+            clock.wait(self._done, 5)
 
     def __enter__(self) -> Heartbeat:
         return self
@@ -202,16 +209,16 @@ class Heartbeat:
         self.stop()
 
     def _loop(self) -> None:
-        last_ok = time.monotonic()
-        while not self._stop.wait(self.interval_s):
+        last_ok = clock.monotonic()
+        while not clock.wait(self._stop, self.interval_s):
             try:
                 self.holder.renew()
-                last_ok = time.monotonic()
+                last_ok = clock.monotonic()
             except LeaseLostError as exc:
                 self._lose(exc)
                 return
             except Exception as exc:  # noqa: BLE001 - a store hiccup; give up once the lease must have lapsed
-                if time.monotonic() - last_ok >= self.holder.ttl_s:
+                if clock.monotonic() - last_ok >= self.holder.ttl_s:
                     self._lose(LeaseLostError(f"heartbeat could not reach the store for a whole ttl: {exc}"))
                     return
 

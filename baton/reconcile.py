@@ -14,13 +14,13 @@ The reconciler asks the target's authoritative state by operation id:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from enum import StrEnum
 
 from pydantic import Field
 
 from baton.ablation import Ablation, is_ablated
+from baton import clock
 from baton.errors import RetryRefusedError
 from baton.gateway import MutationGateway, MutationRequest, MutationResult, MutationTarget
 from baton.history import HistorySink, Recorder
@@ -134,7 +134,7 @@ class Reconciler:
         state = OperationState.UNKNOWN
         for attempt in range(self.policy.lookup_attempts):
             if attempt:
-                time.sleep(self.policy.lookup_interval_s)
+                clock.sleep(self.policy.lookup_interval_s)
             try:
                 state = OperationState(target.lookup(operation_id))
             except Exception:  # noqa: BLE001 - a target that cannot answer leaves the outcome unknown

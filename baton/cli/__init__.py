@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.catalog_cmd",
     "baton.cli.platform_cmd",
     "baton.cli.report_cmd",
+    "baton.cli.sim_cmd",
 )
 
 for _name in COMMAND_MODULES:

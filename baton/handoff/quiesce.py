@@ -10,8 +10,9 @@ the store both sides already share.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+
+from baton import clock
 
 from baton.models import Event, EventType
 from baton.store.base import SqlStore
@@ -63,26 +64,26 @@ def acknowledge_quiesce(
 
 def wait_for_quiesce(store: SqlStore, run_id: str, request_seq: int, *, timeout_s: float, poll_s: float = 0.02) -> Event | None:
     """The SOURCE_QUIESCED answer to `request_seq`, or None if none came within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     while True:
         for _, event in store.list_events(run_id=run_id, after_seq=request_seq, event_types=[EventType.SOURCE_QUIESCED]):
             if event.detail.get("request_seq") == request_seq:
                 return event
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return None
-        time.sleep(poll_s)
+        clock.sleep(poll_s)
 
 
 def wait_for_handoff_result(
     store: SqlStore, run_id: str, request_seq: int, *, timeout_s: float, poll_s: float = 0.02
 ) -> EventType | None:
     """For a quiesced source: OWNERSHIP_TRANSFERRED or HANDOFF_ABORTED once decided, None on timeout."""
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     wanted = [EventType.OWNERSHIP_TRANSFERRED, EventType.HANDOFF_ABORTED]
     while True:
         for _, event in store.list_events(run_id=run_id, after_seq=request_seq, event_types=wanted):
             if event.detail.get("request_seq") == request_seq:
                 return event.event_type
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return None
-        time.sleep(poll_s)
+        clock.sleep(poll_s)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from baton import clock
 from baton.checkpoints import restore, seal_checkpoint
 from baton.errors import StaleEpochError
 from baton.handoff.quiesce import acknowledge_quiesce, pending_handoff_request
@@ -102,7 +103,7 @@ class Sealer:
     def pause(self, state: RunState) -> None:
         """Work time between boundaries, then the quiesce point (HandoffRequested, WorkerStopping)."""
         if self.services.boundary_pause_s > 0:
-            self.lost.wait(self.services.boundary_pause_s)
+            clock.wait(self.lost, self.services.boundary_pause_s)
         self.ensure_owner()
         signal = pending_handoff_request(self.services.store, self.run_id)
         if signal is not None:

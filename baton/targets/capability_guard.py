@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baton import clock
 from baton.authority import CapabilityClaims, CapabilityVerifier
 from baton.authority_keys import TrustedKeys
 from baton.errors import CapabilityError
@@ -107,6 +108,6 @@ class TargetGuard:
             artifact = value if isinstance(value, str) else None
         return self._verifier.check(
             claims, run_id=run_id, epoch=epoch, operation=self.policy.operation, artifact_hash=artifact,
-            required_level=self.policy.level, now=now or dt.datetime.now(dt.timezone.utc),
+            required_level=self.policy.level, now=now or clock.now(),
             idempotency_key=idempotency_key, require_key=True,
         )

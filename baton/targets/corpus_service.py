@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -198,8 +199,9 @@ class CorpusClient(MutationClient):
 
     mutation_path = "/publications"
 
-    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0) -> None:
-        super().__init__(base_url, name=name, timeout_s=timeout_s)
+    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, name=name, timeout_s=timeout_s, transport=transport)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         return PublicationBody.model_validate(super()._body(payload)).model_dump()

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,8 +95,9 @@ class DeployClient(MutationClient):
 
     mutation_path = "/deployments"
 
-    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0) -> None:
-        super().__init__(base_url, name=name, timeout_s=timeout_s)
+    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, name=name, timeout_s=timeout_s, transport=transport)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         """Accept the payload as a mapping or as deployment spec bytes (canonical JSON)."""

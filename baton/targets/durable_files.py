@@ -11,17 +11,18 @@ never acknowledged it, readers ignore it and `repair_tail` cuts it off.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from baton import clock
+
 
 def utc_now_text() -> str:
     """The current time as UTC ISO-8601 with microseconds and a `Z` suffix."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -29,10 +29,11 @@ class MutationClient:
 
     mutation_path = "/"
 
-    def __init__(self, base_url: str, *, name: str, timeout_s: float = 2.0) -> None:
+    def __init__(self, base_url: str, *, name: str, timeout_s: float = 2.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
         self._http.close()

@@ -56,6 +56,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, JsonValue
 
 from baton.ablation import warn_if_ablated
+from baton import clock
 from baton.checker import TargetEffect
 from baton.errors import CapabilityError, FencedTokenError, TargetRejectedError, TargetUnavailableError
 from baton.fencing import FenceGuard, FencingToken
@@ -96,7 +97,7 @@ _SCHEMA = (
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return clock.now().isoformat()
 
 
 # --- records -----------------------------------------------------------------------------------

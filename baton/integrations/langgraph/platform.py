@@ -20,6 +20,7 @@ from decimal import Decimal
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from baton import clock
 from baton.checkpoints import RunParts, build_checkpoint
 from baton.errors import StoreError
 from baton.identity import hex_of, sha256_ref
@@ -163,7 +164,7 @@ def seal(
     """
     staged = StagedBlobs(blobs)
     staged.put_many({ref: data for ref, data in extra_blobs.items() if ref not in blobs.stored_hint([ref])})
-    now = dt.datetime.now(dt.timezone.utc)
+    now = clock.now()
     checkpoint = build_checkpoint(
         staged,
         run_id=run_id,

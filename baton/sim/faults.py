@@ -1,0 +1,111 @@
+"""Fault schedules: which fault fires where, drawn from a seed, small enough to shrink.
+
+A fault names its trigger by a count the simulation keeps, so a schedule means
+the same thing whenever it is replayed (and after shrinking):
+
+| kind            | trigger `at`                          | `arg`                              |
+|-----------------|---------------------------------------|------------------------------------|
+| crash           | the n-th store write by a worker      | `before` or `after` the commit     |
+| stall           | the n-th store write by a worker      | seconds the process is frozen      |
+| skew            | the n-th worker process started       | seconds its wall clock is off      |
+| handoff         | the n-th store write by a worker      | a chaos reason (`baton.chaos`)     |
+| drop_request    | the n-th message to a target          | -                                  |
+| drop_response   | the n-th message to a target          | - (the target committed: ambiguous)|
+| duplicate       | the n-th message to a target          | -                                  |
+| delay           | the n-th message to a target          | seconds until it arrives           |
+| doc_change      | the n-th store write by a worker      | the corpus document to change      |
+
+A stall longer than the lease makes the lease expire during a long step; a
+handoff with reason `better_model_released` changes the release mid-run and
+`doc_change` changes the environment (the corpus) under a research run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from baton.chaos import ChaosReason
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+
+MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
+WRITE_KINDS = ("crash", "stall", "handoff", "doc_change")
+KINDS = (*WRITE_KINDS, *MESSAGE_KINDS, "skew")
+_WRITE_SPAN = 90
+_MESSAGE_SPAN = 10
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """One fault: what, at which count, with which argument."""
+
+    kind: str
+    at: int
+    arg: str = ""
+
+    def describe(self) -> str:
+        return f"{self.kind}@{self.at}" + (f"({self.arg})" if self.arg else "")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "at": self.at, "arg": self.arg}
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """A seed's faults, in a fixed order."""
+
+    faults: tuple[Fault, ...] = ()
+
+    def __post_init__(self) -> None:
+        for fault in self.faults:
+            if fault.kind not in KINDS:
+                raise ValueError(f"unknown fault kind {fault.kind!r}; known: {', '.join(KINDS)}")
+
+    def message_fault(self, seq: int) -> Fault | None:
+        return next((f for f in self.faults if f.kind in MESSAGE_KINDS and f.at == seq), None)
+
+    def write_faults(self, n: int) -> list[Fault]:
+        return [f for f in self.faults if f.kind in WRITE_KINDS and f.at == n]
+
+    def skew_for(self, n: int) -> float:
+        return sum(float(f.arg) for f in self.faults if f.kind == "skew" and f.at == n)
+
+    def without(self, drop: Iterable[int]) -> FaultPlan:
+        gone = set(drop)
+        return FaultPlan(tuple(f for i, f in enumerate(self.faults) if i not in gone))
+
+    def to_json(self) -> str:
+        return json.dumps([f.as_dict() for f in self.faults], sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FaultPlan:
+        try:
+            items = json.loads(text)
+            return cls(tuple(Fault(str(i["kind"]), int(i["at"]), str(i.get("arg", ""))) for i in items))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"not a fault schedule (a JSON list of {{kind, at, arg}}): {exc}") from exc
+
+
+def generate(seed: int, count: int, *, kinds: tuple[str, ...] = KINDS) -> FaultPlan:
+    """`count` faults drawn from `seed` (the same seed, the same schedule)."""
+    rng = random.Random(f"faults:{seed}")
+    faults = [_draw(rng, rng.choice(kinds)) for _ in range(count)]
+    return FaultPlan(tuple(sorted(faults, key=lambda f: (f.at, f.kind, f.arg))))
+
+
+def _draw(rng: random.Random, kind: str) -> Fault:
+    if kind in MESSAGE_KINDS:
+        at = rng.randint(1, _MESSAGE_SPAN)
+        return Fault(kind, at, f"{rng.choice((0.5, 2.0, 8.0, 40.0))}" if kind == "delay" else "")
+    if kind == "skew":
+        return Fault(kind, rng.randint(1, 4), f"{rng.choice((-90.0, -5.0, 5.0, 90.0, 400.0))}")
+    at = rng.randint(1, _WRITE_SPAN)
+    if kind == "crash":
+        return Fault(kind, at, rng.choice(("before", "after")))
+    if kind == "stall":
+        return Fault(kind, at, f"{rng.choice((2.0, 12.0, 40.0, 400.0))}")
+    if kind == "handoff":
+        return Fault(kind, at, rng.choice(sorted(r.value for r in ChaosReason)))
+    return Fault(kind, at, rng.choice(sorted(INITIAL_DOCUMENTS)))

@@ -1,0 +1,346 @@
+"""The simulation's own checks of the ten invariants of DESIGN.md, over raw records only.
+
+Nothing here calls Baton's predicates. The oracles read:
+
+* the targets' own record files (`deployments.jsonl`, `publications.jsonl`);
+* the network's log of every message and delivery (`baton.sim.network`);
+* the lease row of every run as the simulation saw it after each write
+  (`SimRecords.lease_history`, read with plain SQL);
+* raw rows of the store (`runs`, `operations`, `blobs`, `checkpoints`) with plain SQL,
+  decoding JSON themselves.
+
+Each function returns a list of violations (empty when the invariant held).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from baton.sim.network import Message
+from baton.sim.scheduler import START
+from baton.sim.world import ENDED, SimRecords
+
+EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
+MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications"}
+_BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
+_LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _effects(records: SimRecords) -> dict[str, list[dict[str, Any]]]:
+    return {target: _lines(records.root / target / name) for target, name in EFFECT_FILES.items()}
+
+
+def _applies(records: SimRecords) -> list[Message]:
+    return [m for m in records.network.messages if m.method == "POST" and m.path == MUTATION_PATHS.get(m.target)]
+
+
+def _accepted(message: Message) -> list[tuple[float, int, int, int]]:
+    return [d for d in message.deliveries if d[1] in (200, 201)]
+
+
+def _elapsed(text: str) -> float:
+    parsed = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return (parsed - START).total_seconds()
+
+
+# 1 ------------------------------------------------------------------------------------------------------------
+
+
+def no_double_commit(records: SimRecords) -> list[str]:
+    """No idempotency key has more than one side effect in any target's own records."""
+    found = []
+    for target, effects in _effects(records).items():
+        for key, count in Counter(e["idempotency_key"] for e in effects).items():
+            if count > 1:
+                found.append(f"I1: {target} recorded {count} side effects for key {key}")
+    return found
+
+
+# 2 ------------------------------------------------------------------------------------------------------------
+
+
+def no_stale_epoch_accepted(records: SimRecords) -> list[str]:
+    """The store opened no operation below the run's epoch, and no target accepted an epoch it had seen superseded."""
+    found = []
+    for op_id, run_id, epoch, created in records.store.raw(
+            "SELECT operation_id, run_id, epoch, created_at FROM operations ORDER BY created_at"):
+        at = _elapsed(created)
+        current = _epoch_at(records, run_id, at)
+        if current is not None and int(epoch) < current:
+            found.append(f"I2: operation {op_id} of {run_id} opened at epoch {epoch} while the lease was at {current}")
+    highest: dict[tuple[str, str], int] = {}
+    for message, delivery in _deliveries(records):
+        key = (message.target, message.run_id)
+        if message.path == "/fence" and delivery[1] == 200 and message.fence_epoch is not None:
+            highest[key] = max(highest.get(key, 0), message.fence_epoch)
+        elif message.path == MUTATION_PATHS.get(message.target) and delivery[1] in (200, 201):
+            epoch = message.epoch or 0
+            if epoch < highest.get(key, 0):
+                found.append(f"I2: {message.target} accepted message {message.seq} of {message.run_id} at epoch "
+                             f"{epoch} after seeing epoch {highest[key]}")
+            highest[key] = max(highest.get(key, 0), epoch)
+    return found
+
+
+def _deliveries(records: SimRecords) -> list[tuple[Message, tuple[float, int, int, int]]]:
+    pairs = [(m, d) for m in records.network.messages for d in m.deliveries]
+    return sorted(pairs, key=lambda pair: pair[1][3])
+
+
+def _epoch_at(records: SimRecords, run_id: str, at: float) -> int | None:
+    current = None
+    for when, run, _owner, epoch in records.lease_history:
+        if run == run_id and when <= at + 1e-6:
+            current = epoch
+    return current
+
+
+# 3 ------------------------------------------------------------------------------------------------------------
+
+
+def one_owner_per_epoch(records: SimRecords) -> list[str]:
+    """Per run, epochs never decrease, and each epoch had at most one owner."""
+    found = []
+    last: dict[str, int] = {}
+    owners: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for when, run_id, owner, epoch in records.lease_history:
+        if epoch < last.get(run_id, 0):
+            found.append(f"I3: {run_id} went from epoch {last[run_id]} back to {epoch} at t={when:.3f}")
+        last[run_id] = max(last.get(run_id, 0), epoch)
+        if owner is not None:
+            owners[(run_id, epoch)].add(owner)
+    for (run_id, epoch), names in sorted(owners.items()):
+        if len(names) > 1:
+            found.append(f"I3: {run_id} epoch {epoch} had owners {sorted(names)}")
+    return found
+
+
+# 4 ------------------------------------------------------------------------------------------------------------
+
+
+def unknown_reconciled_before_retry(records: SimRecords) -> list[str]:
+    """After a mutation whose answer never reached its sender, its target is asked before the key is sent again;
+    and no run reports success without its side effect in the target's records."""
+    found = []
+    messages = records.network.messages
+    applies = _applies(records)
+    for sent in applies:
+        if sent.answered:
+            continue
+        for later in applies:
+            if later.seq <= sent.seq or later.key != sent.key or later.target != sent.target:
+                continue
+            asked = any(m.method == "GET" and m.target == sent.target and m.path == f"/operations/{sent.operation_id}"
+                        and sent.seq < m.seq < later.seq for m in messages)
+            if not asked:
+                found.append(f"I4: key {sent.key} sent again (message {later.seq}) without asking {sent.target} about "
+                             f"{sent.operation_id} (message {sent.seq}, unanswered)")
+            break
+    effects = _effects(records)
+    for run_id, status in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id"):
+        if status != "verified":
+            continue
+        target = "deploy" if "-deploy-" in run_id else "corpus"
+        mine = [e for e in effects[target] if e.get("run_id") == run_id]
+        if len(mine) != 1:
+            found.append(f"I4: {run_id} reported verified but {target} recorded {len(mine)} side effects for it")
+    return found
+
+
+# 5 ------------------------------------------------------------------------------------------------------------
+
+
+def fenced_before_new_owner(records: SimRecords) -> list[str]:
+    """A target accepts a mutation at epoch e only after it was fenced at e or above (the old epoch shut out)."""
+    found = []
+    fenced: dict[tuple[str, str], int] = {}
+    for message, delivery in _deliveries(records):
+        key = (message.target, message.run_id)
+        if message.path == "/fence" and delivery[1] == 200 and message.fence_epoch is not None:
+            fenced[key] = max(fenced.get(key, 0), message.fence_epoch)
+        elif message.path == MUTATION_PATHS.get(message.target) and delivery[1] in (200, 201):
+            if (message.epoch or 0) > fenced.get(key, 0):
+                found.append(f"I5: {message.target} accepted epoch {message.epoch} of {message.run_id} "
+                             f"before being fenced at it (fenced at {fenced.get(key, 0)})")
+    return found
+
+
+# 6 ------------------------------------------------------------------------------------------------------------
+
+
+def evidence_bound_to_artifact(records: SimRecords) -> list[str]:
+    """Every side effect carries a candidate whose exact bytes have passing verifier evidence."""
+    blobs = _blobs(records)
+    passed = {doc["candidate_hash"] for doc in blobs.values()
+              if isinstance(doc, dict) and {"candidate_hash", "verifier_version", "result"} <= set(doc)
+              and str(doc["result"]).lower() in ("pass", "passed")}
+    found = []
+    for target, effects in _effects(records).items():
+        for effect in effects:
+            candidates = _candidates_for(blobs, effect)
+            if not candidates:
+                found.append(f"I6: {target} effect {effect['seq']} matches no candidate the run produced")
+            elif not candidates & passed:
+                found.append(f"I6: {target} effect {effect['seq']} was performed without passing evidence "
+                             f"for its exact candidate ({sorted(candidates)[0]})")
+    return found
+
+
+def _blobs(records: SimRecords) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for digest, data in records.store.raw("SELECT digest, data FROM blobs"):
+        raw = bytes(data)
+        ref = "sha256:" + hashlib.sha256(raw).hexdigest()
+        try:
+            out[ref] = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            out[ref] = raw
+    return out
+
+
+def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
+    """Refs of stored documents whose fields are exactly the side effect's payload (the candidate it came from)."""
+    fields = {k: v for k, v in effect.items() if k not in _BOOKKEEPING}
+    found = {ref for ref, doc in blobs.items()
+             if isinstance(doc, dict) and doc and all(fields.get(k) == v for k, v in doc.items())
+             and set(fields) - set(doc) <= {"strategy"}}
+    for name in ("report", "text", "content"):  # a publication carries the candidate's text itself
+        if isinstance(fields.get(name), str):
+            found.add("sha256:" + hashlib.sha256(fields[name].encode()).hexdigest())
+    return found
+
+
+# 7 ------------------------------------------------------------------------------------------------------------
+
+
+def authority_within_bounds(records: SimRecords) -> list[str]:
+    """Capabilities seen on the wire never exceed the run's authority or the sender's ceiling, and no
+    credential the network carried is stored in a checkpoint or a blob."""
+    from baton.sim.world import PLACEMENTS
+
+    ceilings = {p.name: p.authority_ceiling.value for p in PLACEMENTS}
+    found = []
+    tokens = {m.capability for m in records.network.messages if m.capability}
+    for message in records.network.messages:
+        if not message.capability:
+            continue
+        level = str(_claims(message.capability).get("level", ""))
+        placement = records.senders.get(message.sender)
+        bound = records.launch_authority.get(message.run_id)
+        if bound is not None and _rank(level) > _rank(bound.value):
+            found.append(f"I7: message {message.seq} carried {level} above the run's {bound.value}")
+        if placement is not None and _rank(level) > _rank(ceilings[placement]):
+            found.append(f"I7: message {message.seq} carried {level} above {placement}'s ceiling")
+    if tokens:
+        stored = [bytes(row[0]) for row in records.store.raw("SELECT data FROM blobs")]
+        stored += [str(row[0]).encode() for row in records.store.raw("SELECT body FROM checkpoints")]
+        for token in tokens:
+            secret = token.rsplit(".", 1)[-1].encode()
+            if any(secret in data for data in stored):
+                found.append("I7: a capability the network carried is stored in a checkpoint or blob")
+    return found
+
+
+def _claims(token: str) -> dict[str, Any]:
+    try:
+        part = token.split(".")[1]
+        return dict(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))))
+    except (IndexError, ValueError):
+        return {}
+
+
+def _rank(level: str) -> int:
+    return _LEVELS.index(level) if level in _LEVELS else len(_LEVELS)
+
+
+# 8 ------------------------------------------------------------------------------------------------------------
+
+
+def budget_never_decreases(records: SimRecords) -> list[str]:
+    """Along each run's checkpoint chain, the budget used never goes down (through every handoff)."""
+    blobs = _blobs(records)
+    found = []
+    for (run_id,) in records.store.raw("SELECT DISTINCT run_id FROM checkpoints ORDER BY run_id"):
+        previous: dict[str, float] | None = None
+        for seq, body in records.store.raw("SELECT seq, body FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,)):
+            used = _budget_used(body, blobs)
+            if used is None:
+                continue
+            if previous is not None:
+                for name, value in previous.items():
+                    if used.get(name, 0.0) + 1e-12 < value:
+                        found.append(f"I8: {run_id} checkpoint {seq}: {name} used went from {value} to {used.get(name)}")
+            previous = used
+    return found
+
+
+def _budget_used(body: Any, blobs: dict[str, Any]) -> dict[str, float] | None:
+    try:
+        doc = json.loads(body) if isinstance(body, str) else body
+    except ValueError:
+        return None
+    ref = _find_key(doc, "budget_ref") or _find_key(doc, "budget")
+    ledger = blobs.get(ref) if isinstance(ref, str) else ref if isinstance(ref, dict) else None
+    if not isinstance(ledger, dict) or not isinstance(ledger.get("used"), dict):
+        return None
+    out = {}
+    for name, value in ledger["used"].items():
+        try:
+            out[name] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _find_key(doc: Any, key: str) -> Any:
+    if isinstance(doc, dict):
+        if key in doc:
+            return doc[key]
+        for value in doc.values():
+            hit = _find_key(value, key)
+            if hit is not None:
+                return hit
+    return None
+
+
+# 10 -----------------------------------------------------------------------------------------------------------
+
+
+def every_run_ends(records: SimRecords) -> list[str]:
+    """Once the faults stop, every run ends: verified, failed or escalated."""
+    rows = records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")
+    found = [f"I10: {run_id} never ended (status {status})" for run_id, status in rows if status not in ENDED]
+    if not records.settled and not found:
+        found.append("I10: the world did not settle (a late message or an actor never finished)")
+    return found
+
+
+ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
+    ("1 no double commit", no_double_commit),
+    ("2 no stale epoch accepted", no_stale_epoch_accepted),
+    ("3 one owner per epoch", one_owner_per_epoch),
+    ("4 unknown reconciled before retry", unknown_reconciled_before_retry),
+    ("5 fenced before a new owner", fenced_before_new_owner),
+    ("6 evidence bound to the artifact", evidence_bound_to_artifact),
+    ("7 authority within bounds", authority_within_bounds),
+    ("8 budget never decreases", budget_never_decreases),
+    ("10 every run ends", every_run_ends),
+)
+
+
+def check(records: SimRecords) -> list[str]:
+    """Every violation any oracle finds, in oracle order."""
+    return [violation for _name, oracle in ORACLES for violation in oracle(records)]

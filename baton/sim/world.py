@@ -1,0 +1,423 @@
+"""One simulated world: Baton's unchanged protocol on a virtual clock, with seeded faults.
+
+What runs here is production code: `launch_run`, the worker's `RunExecutor`
+(adopt, heartbeat, resume, reconcile, the agent, finish), the SDK, the
+reference deploy and research agents, the scripted model provider and the
+verifiers, the `MutationGateway`, the `HandoffCoordinator` built the way the
+fleet builds it, the in-process `AuthorityService`, and the deploy and corpus
+services' own apps over their own record files. What is simulated: the
+clock (`Scheduler`), the store's database (`MemoryStore`: the same SQL in
+memory), the blobs (the store's blob table), the network (`Network`), the
+processes (actors that crash, stall and skew), and randomness (a seeded
+`uuid4` while the world runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from baton import clock as clocks
+from baton.ablation import ablation_env
+from baton.authority import AuthorityService
+from baton.catalog.releases import RELEASES
+from baton.chaos import ChaosReason, affected_placements, preferred_targets
+from baton.gateway import MutationGateway
+from baton.handoff.coordinator import HandoffRequest, reserved_owner
+from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
+from baton.models import AuthorityLevel, Placement, RunKind
+from baton.placements import DEFAULT_PLACEMENTS
+from baton.runtime.agent_registry import agent_for
+from baton.runtime.dispatch import DispatchSettings, build_coordinator
+from baton.runtime.executor import RunExecutor
+from baton.runtime.launch import RunSpec, launch_run
+from baton.runtime.services import RuntimeServices
+from baton.runtime.tools import read_only_tools
+from baton.runtime.worker import worker_owner
+from baton.sim.faults import Fault, FaultPlan
+from baton.sim.memory_store import MemoryStore
+from baton.sim.network import Network
+from baton.sim.scheduler import Crash, Process, Scheduler
+from baton.store.sql_blobs import SqlBlobStore
+from baton.targets import corpus_service, deploy_service
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+from baton.targets.corpus_service import CorpusClient
+from baton.targets.deploy_service import DeployClient
+
+ENDED = ("verified", "failed", "escalated")
+LEASE_EXPIRED = "lease_expired"
+PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
+_SHM = Path("/dev/shm")
+_WORLDS = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What one simulated run varies."""
+
+    seed: int
+    plan: FaultPlan = field(default_factory=FaultPlan)
+    kinds: tuple[RunKind, ...] = (RunKind.DEPLOY,)
+    lease_ttl_s: float = 6.0
+    reservation_ttl_s: float = 20.0
+    target_timeout_s: float = 1.0
+    max_time_s: float = 1800.0
+    restart_after_s: float = 2.0
+    poll_s: float = 2.0
+    """How often idle workers, supervisors and the coordinator look again (virtual seconds)."""
+    ablate: tuple[str, ...] = ()
+    keep_trail: bool = False
+
+
+@dataclass
+class SimRecords:
+    """What the oracles read: raw rows, the targets' files, the network's log, the lease history."""
+
+    root: Path
+    store: MemoryStore
+    network: Network
+    lease_history: list[tuple[float, str, str | None, int]]
+    run_ids: tuple[str, ...]
+    senders: dict[str, str]
+    """process name -> placement of the worker process that sent messages."""
+    settled: bool
+    launch_authority: dict[str, AuthorityLevel]
+
+
+@dataclass
+class SimOutcome:
+    """The end of one simulated run."""
+
+    seed: int
+    plan: FaultPlan
+    trail_hash: str
+    steps: int
+    virtual_s: float
+    statuses: dict[str, str]
+    fired: list[Fault]
+    violations: list[str]
+    errors: list[str]
+    last_boundaries: dict[str, str] = field(default_factory=dict)
+    """Each run's latest sealed boundary (raw `checkpoints` rows)."""
+    trail: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class World:
+    """Build, drive and check one seed's world (use `run_world`)."""
+
+    def __init__(self, config: SimConfig, root: Path) -> None:
+        self.config = config
+        self.root = root
+        self.sched = Scheduler(config.seed)
+        if config.keep_trail:
+            self.sched.trail_lines = []
+        self.plan = config.plan
+        self.store = MemoryStore(f"sim-{config.seed}-{next(_WORLDS)}", clock=self.sched)
+        self.store.hooks = self  # after migrating: the world watches its own transactions from here on
+        self.blobs = SqlBlobStore(self.store)
+        self.network = Network(self.sched, self.plan, self._lease_epoch)
+        self.network.add_target("deploy", deploy_service.create_app(root / "deploy"))
+        self.network.add_target("corpus", corpus_service.create_app(root / "corpus"))
+        self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
+        self.writes = 0
+        self.workers_started = 0
+        self.fired: list[Fault] = []
+        self.pending_crash: dict[int, Process] = {}
+        self.handoff_queue: list[Fault] = []
+        self.doc_queue: list[str] = []
+        self.lease_history: list[tuple[float, str, str | None, int]] = []
+        self._last_lease: dict[str, tuple[str | None, int]] = {}
+        self.senders: dict[str, str] = {}
+        self.run_ids: list[str] = []
+        self.launch_authority: dict[str, AuthorityLevel] = {}
+        self._settled = False
+
+    # -- store hooks: interleaving, durable-step faults, the lease oracle's observations ----------------
+
+    def before_tx(self, store: MemoryStore, write: bool, caller: str) -> None:
+        actor = self.sched.actor()
+        if actor is None:
+            return
+        if write and actor.process.name.startswith("w:"):
+            self.writes += 1
+            for fault in self.plan.write_faults(self.writes):
+                self._fire_write_fault(fault, actor.process)
+        self.sched.yield_(f"{'w' if write else 'r'} {caller}")
+
+    def after_tx(self, store: MemoryStore, write: bool, caller: str) -> None:
+        if write:
+            self._observe_leases()
+        actor = self.sched.actor()
+        if actor is not None and self.pending_crash.get(id(actor)) is actor.process:
+            del self.pending_crash[id(actor)]
+            self.sched.kill(actor.process, f"crash after {caller}")
+            raise Crash(actor.process.name)
+
+    def _fire_write_fault(self, fault: Fault, process: Process) -> None:
+        self.fired.append(fault)
+        self.sched.record(f"fault {fault.describe()} on {process.name}")
+        actor = self.sched.actor()
+        if fault.kind == "crash" and fault.arg == "before":
+            self.sched.kill(process, "crash before a durable step")
+            raise Crash(process.name)
+        if fault.kind == "crash":
+            assert actor is not None
+            self.pending_crash[id(actor)] = process
+        elif fault.kind == "stall":
+            process.paused_until = self.sched.elapsed_s + float(fault.arg)
+        elif fault.kind == "handoff":
+            self.handoff_queue.append(fault)
+        elif fault.kind == "doc_change":
+            self.doc_queue.append(fault.arg)
+
+    def _lease_epoch(self, run_id: str) -> int:
+        rows = self.store.raw("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
+        return int(rows[0][0]) if rows else -1
+
+    def _observe_leases(self) -> None:
+        for run_id, owner, epoch in self.store.raw("SELECT run_id, owner, epoch FROM leases ORDER BY run_id"):
+            seen = (owner, int(epoch))
+            if self._last_lease.get(run_id) != seen:
+                self._last_lease[run_id] = seen
+                self.lease_history.append((self.sched.elapsed_s, run_id, owner, int(epoch)))
+
+    # -- launching ----------------------------------------------------------------------------------------
+
+    def launch(self) -> None:
+        rng = random.Random(f"launch:{self.config.seed}")
+        for index, kind in enumerate(self.config.kinds):
+            run_id = f"sim{self.config.seed}-{kind.value}-{index}"
+            placement = PLACEMENTS[rng.randrange(len(PLACEMENTS))]
+            documents = sorted(INITIAL_DOCUMENTS)
+            task_input: dict[str, Any] = {"service": "checkout"} if kind is RunKind.DEPLOY else {
+                "topic": "one side effect per key", "documents": [documents[(index + k) % len(documents)]
+                                                                   for k in range(3)]}
+            authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
+            spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
+                           authority)
+            launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
+            self.run_ids.append(run_id)
+            self.launch_authority[run_id] = spec.authority
+        self._observe_leases()
+
+    # -- actors ---------------------------------------------------------------------------------------------
+
+    def settled(self) -> bool:
+        if not self._settled:
+            rows = self.store.raw("SELECT status FROM runs")
+            self._settled = bool(rows) and all(row[0] in ENDED for row in rows)
+        return self._settled
+
+    def clients(self, process: Process) -> tuple[DeployClient, CorpusClient]:
+        timeout = self.config.target_timeout_s
+        return (DeployClient("http://deploy.sim", timeout_s=timeout, transport=self.network.transport("deploy", process)),
+                CorpusClient("http://corpus.sim", timeout_s=timeout, transport=self.network.transport("corpus", process)))
+
+    def supervise(self, placement: Placement) -> None:
+        """Keep one worker process of `placement` alive (restart it after a crash)."""
+        process: Process | None = None
+        incarnation = 0
+        while not self.settled():
+            if process is None or process.dead:
+                if process is not None:
+                    self.sched.sleep(self.config.restart_after_s)
+                incarnation += 1
+                self.workers_started += 1
+                process = self.sched.process(f"w:{placement.name}#{incarnation}")
+                process.skew_s = self.plan.skew_for(self.workers_started)
+                if process.skew_s:
+                    self.fired.extend(f for f in self.plan.faults if f.kind == "skew" and f.at == self.workers_started)
+                    self.sched.record(f"skew {process.name} {process.skew_s:+.1f}s")
+                self.senders[process.name] = placement.name
+                worker_id = f"{placement.name}-{incarnation}"
+                self.sched.spawn(f"worker {worker_id}", process, lambda p=process, w=worker_id: self.work(placement, p, w))
+            self.sched.sleep(self.config.poll_s)
+
+    def work(self, placement: Placement, process: Process, worker_id: str) -> None:
+        """A worker process: poll for runs reserved for its placement, adopt, execute (as `Worker` does)."""
+        deploy, corpus = self.clients(process)
+        targets = {deploy.name: deploy, corpus.name: corpus}
+        owner = worker_owner(worker_id)
+        services = RuntimeServices(
+            store=self.store, blobs=self.blobs, authority=self.authority,
+            gateway=MutationGateway(self.store, self.authority, targets, ceiling=placement.authority_ceiling),
+            targets=targets, releases={release.release_id: release for release in RELEASES.values()},
+            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
+        )
+        executor = RunExecutor(services, placement, owner, agent_for=agent_for, lease_ttl_s=self.config.lease_ttl_s,
+                               fence_targets=(deploy, corpus), handoff_wait_s=30.0)
+        reserved = reserved_owner(placement)
+        while not self.settled():
+            try:
+                for run in self.store.list_runs(status="active"):
+                    if run.placement != placement.name:
+                        continue
+                    lease = self.store.get_lease(run.run_id)
+                    if lease.owner != reserved:
+                        continue
+                    won = executor.adopt(run.run_id, lease)
+                    if won is not None:
+                        outcome = executor.execute(won)
+                        self.sched.record(f"{owner} {run.run_id}: {outcome.result}")
+            except Exception as exc:  # noqa: BLE001 - as the live worker: a failed poll is logged, not fatal
+                self.sched.record(f"{owner} poll failed: {type(exc).__name__}")
+            self.sched.sleep(self.config.poll_s)
+
+    def coordinate(self) -> None:
+        """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
+        coordinator_process = self.sched.process("coordinator")
+        deploy, corpus = self.clients(coordinator_process)
+        settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
+        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), settings)
+        tried: dict[str, float] = {}
+        while not self.settled():
+            for fault in self._take(self.handoff_queue):
+                self._chaos_handoff(coordinator, fault)
+            for doc in self._take(self.doc_queue):
+                with contextlib.suppress(Exception):
+                    corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
+            now = self.store.db_now()
+            for run_id in self.run_ids:
+                lease = self.store.get_lease(run_id)
+                status = self.store.get_run(run_id).status
+                if status != "active" or lease.epoch == 0 or lease.held_at(now):
+                    continue
+                if self.sched.elapsed_s - tried.get(run_id, -1e9) < 2.0:
+                    continue
+                tried[run_id] = self.sched.elapsed_s
+                self._handoff(coordinator, HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
+                                                          allow_same_placement=True))
+            self.sched.sleep(self.config.poll_s)
+
+    def _take(self, queue: list[Any]) -> list[Any]:
+        taken, queue[:] = list(queue), []
+        return taken
+
+    def _chaos_handoff(self, coordinator: Any, fault: Fault) -> None:
+        reason = ChaosReason(fault.arg)
+        for run_id in self.run_ids:
+            run = self.store.get_run(run_id)
+            if run.status != "active" or run.placement is None:
+                continue
+            source = next((p for p in PLACEMENTS if p.name == run.placement), None)
+            if source is None:
+                continue
+            owner = self.store.get_lease(run_id).owner or ""
+            if reason.kills_worker:
+                for process in self.sched.processes.values():
+                    if process.name.startswith(f"w:{source.name}#"):
+                        self.sched.kill(process, f"chaos {reason.value}")
+            self._handoff(coordinator, HandoffRequest(
+                run_id=run_id, reason=reason.handoff_reason,
+                preferred_targets=preferred_targets(reason, source, PLACEMENTS, "model-v8"),
+                excluded_placements=tuple(p for p in affected_placements(reason, source, PLACEMENTS) if p != source.name),
+                source_alive=owner.startswith("worker:") and not reason.kills_worker,
+                allow_same_placement=reason.targets_one_run,
+            ))
+
+    def _handoff(self, coordinator: Any, request: HandoffRequest) -> None:
+        try:
+            outcome = coordinator.handoff(request)
+            self.sched.record(f"handoff {request.run_id} {request.reason}: {outcome.status.value} "
+                              f"{outcome.target_placement} {outcome.abort_reason or ''}")
+        except Exception as exc:  # noqa: BLE001 - a failed move is retried on the next lapse
+            self.sched.record(f"handoff {request.run_id} {request.reason} raised {type(exc).__name__}")
+
+    # -- driving ----------------------------------------------------------------------------------------------
+
+    def drive(self) -> bool:
+        supervisor = self.sched.process("supervisor")
+        for placement in PLACEMENTS:
+            self.sched.spawn(f"supervisor {placement.name}", supervisor, lambda p=placement: self.supervise(p))
+        self.sched.spawn("coordinator", self.sched.process("coordinator"), self.coordinate)
+
+        def done() -> bool:
+            return self.settled() and not any(not a.done and a.name.startswith("late-") for a in self.sched.actors)
+
+        finished = self.sched.run(done, max_time_s=self.config.max_time_s)
+        return finished
+
+    def records(self, settled: bool) -> SimRecords:
+        return SimRecords(self.root, self.store, self.network, self.lease_history, tuple(self.run_ids),
+                          dict(self.senders), settled, dict(self.launch_authority))
+
+
+@contextlib.contextmanager
+def seeded_uuid4(seed: int) -> Iterator[None]:
+    """`uuid.uuid4` drawn from `seed` while the world runs (ids appear in the trail)."""
+    rng = random.Random(f"uuid:{seed}")
+    original = uuid.uuid4
+
+    def seeded() -> uuid.UUID:
+        return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+    uuid.uuid4 = seeded  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        uuid.uuid4 = original  # type: ignore[assignment]
+
+
+def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] | None = None) -> SimOutcome:
+    """Build the world for `config`, run it until every run ended (or time ran out), and check it.
+
+    `before_check` sees the raw records first (tests use it to show an oracle catches a tampered record).
+    """
+    from baton.sim.oracles import check
+
+    root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
+    ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
+    try:
+        with ablated, seeded_uuid4(config.seed), _quiet():
+            world = World(config, root)
+            with clocks.use_clock(world.sched):
+                try:
+                    world.launch()
+                    settled = world.drive()
+                finally:
+                    world.sched.shutdown()
+                records = world.records(settled)
+                if before_check is not None:
+                    before_check(records)
+                violations = check(records)
+            outcome = SimOutcome(
+                seed=config.seed, plan=config.plan, trail_hash=world.sched.trail_hash, steps=world.sched.steps,
+                virtual_s=world.sched.elapsed_s,
+                statuses={row[0]: row[1] for row in world.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")},
+                fired=list(world.fired) + list(world.network.fired), violations=violations,
+                errors=[f"{name}: {type(exc).__name__}: {exc}" for name, exc in world.sched.errors],
+                trail=world.sched.trail_lines,
+                last_boundaries={row[0]: row[1] for row in world.store.raw(
+                    "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
+                    "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
+            )
+            world.network.close()
+            world.store.close()
+            return outcome
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Workers log every failed agent step; thousands of simulated failures would drown the output."""
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)

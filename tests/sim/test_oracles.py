@@ -1,0 +1,117 @@
+"""Each oracle can fail: tamper with one raw record of a clean run and the matching invariant is reported.
+
+The tampering edits only what the oracles read (a target's own file, the
+network's log, the lease history, a raw row), never Baton's verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from baton.sim.faults import FaultPlan
+from baton.sim.runner import config_for
+from baton.sim.world import SimRecords, run_world
+
+
+def _violations(tamper: Callable[[SimRecords], None], seed: int = 4) -> list[str]:
+    return run_world(config_for(seed, 0, plan=FaultPlan()), before_check=tamper).violations
+
+
+def _deployments(records: SimRecords) -> list[dict]:
+    path = records.root / "deploy" / "deployments.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _append(records: SimRecords, name: str, line: dict) -> None:
+    with (records.root / "deploy" / name).open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def test_clean_run_has_no_violation() -> None:
+    assert _violations(lambda records: None) == []
+
+
+def test_i1_a_second_side_effect_for_one_key() -> None:
+    def tamper(records: SimRecords) -> None:
+        first = _deployments(records)[0]
+        _append(records, "deployments.jsonl", {**first, "seq": first["seq"] + 1, "operation_id": "op-again"})
+
+    assert any(v.startswith("I1:") for v in _violations(tamper))
+
+
+def test_i2_and_i5_a_target_accepting_an_old_epoch() -> None:
+    def tamper(records: SimRecords) -> None:
+        apply = next(m for m in records.network.messages if m.path == "/deployments" and m.deliveries)
+        apply.epoch = 1
+        fence = next(m for m in records.network.messages if m.path == "/fence" and m.fence_epoch)
+        fence.fence_epoch = 99
+
+    found = _violations(tamper)
+    assert any(v.startswith("I2:") for v in found), found
+
+
+def test_i3_two_owners_in_one_epoch_and_an_epoch_going_back() -> None:
+    def tamper(records: SimRecords) -> None:
+        when, run_id, _owner, epoch = records.lease_history[-1]
+        records.lease_history.append((when + 1, run_id, "worker:intruder", epoch))
+        records.lease_history.append((when + 2, run_id, "worker:intruder", epoch - 1))
+
+    found = _violations(tamper)
+    assert any("had owners" in v for v in found) and any("back to" in v for v in found), found
+
+
+def test_i4_a_retry_without_reconciliation_and_success_without_effect() -> None:
+    def tamper(records: SimRecords) -> None:
+        apply = next(m for m in records.network.messages if m.path == "/deployments")
+        apply.answered = False
+        duplicate = type(apply)(**{**apply.__dict__, "seq": apply.seq + 1000, "deliveries": []})
+        records.network.messages.append(duplicate)
+        path = records.root / "deploy" / "deployments.jsonl"
+        path.write_text("")
+
+    found = _violations(tamper)
+    assert any("sent again" in v for v in found), found
+    assert any("reported verified" in v for v in found), found
+
+
+def test_i5_mutation_before_the_fence() -> None:
+    def tamper(records: SimRecords) -> None:
+        for message in records.network.messages:
+            if message.path == "/fence":
+                message.deliveries = [(t, 503, e, o) for t, _s, e, o in message.deliveries]
+
+    assert any(v.startswith("I5:") for v in _violations(tamper))
+
+
+def test_i6_effect_without_evidence_for_its_candidate() -> None:
+    def tamper(records: SimRecords) -> None:
+        path = records.root / "deploy" / "deployments.jsonl"
+        lines = _deployments(records)
+        lines[0]["version"] = "9.9.9-unverified"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    assert any(v.startswith("I6:") for v in _violations(tamper))
+
+
+def test_i7_authority_above_the_run_and_a_stored_credential() -> None:
+    from baton.models import AuthorityLevel
+
+    def tamper(records: SimRecords) -> None:
+        for run_id in list(records.launch_authority):
+            records.launch_authority[run_id] = AuthorityLevel.OBSERVE
+        token = next(m.capability for m in records.network.messages if m.capability)
+        leaked = b"checkpoint note: " + token.encode()
+        records.store.raw("INSERT INTO blobs (digest, data) VALUES (?, ?)", (b"leak", leaked))
+
+    found = _violations(tamper)
+    assert any("above the run" in v for v in found), found
+    assert any("stored in a checkpoint" in v for v in found), found
+
+
+def test_i10_a_run_that_never_ends() -> None:
+    def tamper(records: SimRecords) -> None:
+        records.store.raw("SELECT 1")
+        records.settled = False
+
+    assert any(v.startswith("I10:") for v in _violations(tamper))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from baton import clock
 from pathlib import Path
 
 POINT_ENV = "BATON_FAULT_POINT"
@@ -38,4 +38,4 @@ def reached(point: str) -> None:
     directory = Path(os.environ[DIR_ENV])
     marker(directory, point, "reached").write_text(str(os.getpid()))
     while not marker(directory, point, "go").exists():
-        time.sleep(0.05)
+        clock.sleep(0.05)

@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from baton import clock
 from baton.catalog.releases import RELEASES, release_name_of
 from baton.agents.report_format import render_claim
 from baton.errors import BatonError
@@ -210,7 +211,7 @@ def record_bill(account: str, model: str, input_tokens: int, output_tokens: int,
     path = os.environ.get(BILL_ENV)
     if not path:
         return
-    line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "account": account, "model": model,
+    line = json.dumps({"at": clock.now().isoformat(), "account": account, "model": model,
                        "input_tokens": input_tokens, "output_tokens": output_tokens, "usd": str(usd)},
                       sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

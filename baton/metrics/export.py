@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from baton import clock
 from baton.metrics.definitions import Count, Distribution, Rate, handoff_metrics, verified_success
 from baton.metrics.load import EffectRecord, load_from_store
 from baton.store.base import SqlStore
@@ -26,7 +27,7 @@ def export_metrics(store: SqlStore, effects: list[EffectRecord], path: Path,
     The file is built beside `path` and renamed over it, so a reader never sees a half-written file.
     Returns row counts per table.
     """
-    measured_at = (now or dt.datetime.now(dt.UTC)).isoformat()
+    measured_at = (now or clock.now()).isoformat()
     source = load_from_store(store, effects)
     metrics = handoff_metrics(source)
     success = verified_success(source)

@@ -459,7 +459,7 @@ def profile_rows(profile: StepProfile) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-BLOB_NAMES = {"files": "file", "sql": "SQL"}
+BLOB_NAMES = {"files": "file", "sql": "SQL", "default": "default", "sdk": "SDK boundary, default"}
 
 
 def print_profile(profile: StepProfile, console: Console) -> None:

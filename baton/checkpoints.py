@@ -10,7 +10,7 @@ Restoring fetches and verifies every ref; nothing else is needed.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from baton.models import (
     BudgetLedger,
     Candidate,
     CandidateManifest,
+    Event,
     EvidenceManifest,
     ExecutionCheckpoint,
     Observation,
@@ -44,6 +45,7 @@ from baton.identity_legacy import legacy_ref_of
 from baton.models.checkpoint import LEGACY_HASH_VERSIONS
 from baton.secret_scan import ensure_no_secrets
 from baton.store.base import SqlStore
+from baton.store.core import Tx
 from baton.store.blobs import BlobReader, Blobs
 from baton.store.sql_blobs import SqlBlobStore
 from baton.store.staging import StagedBlobs
@@ -247,6 +249,8 @@ def seal_checkpoint(
     blobs: Blobs,
     *,
     contents: Sequence[bytes] = (),
+    within: Callable[[Tx], None] | None = None,
+    events: Sequence[Event] | Callable[[ExecutionCheckpoint], Sequence[Event]] = (),
     **build: Any,
 ) -> ExecutionCheckpoint:
     """Build a checkpoint and record it, making its new blobs durable with it.
@@ -254,16 +258,20 @@ def seal_checkpoint(
     `contents` are raw bytes the new parts refer to (observation contents,
     artifacts). With the SQL blob backend of the same store, blobs and the
     checkpoint row commit in one transaction; with files, the blobs are made
-    durable first, then the row is committed.
+    durable first, then the row is committed. `within` and `events` (a list, or
+    a function of the built checkpoint) ride in the checkpoint's transaction
+    (see `SqlStore.append_checkpoint`).
     """
     staged = StagedBlobs(blobs)
     checkpoint = build_checkpoint(staged, contents=contents, **build)
+    listed = events(checkpoint) if callable(events) else events
     if isinstance(blobs, SqlBlobStore) and blobs.store is store:
-        store.append_checkpoint(checkpoint, blobs=staged.pending)
-        blobs.mark_stored(staged.pending)
+        in_tx = blobs.for_transaction(staged.pending)  # large blobs (hybrid backend) are made durable first
+        store.append_checkpoint(checkpoint, blobs=in_tx, within=within, events=listed)
+        blobs.mark_stored(in_tx)
     else:
         blobs.put_many(staged.pending)
-        store.append_checkpoint(checkpoint)
+        store.append_checkpoint(checkpoint, within=within, events=listed)
     return checkpoint
 
 

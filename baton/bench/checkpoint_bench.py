@@ -50,6 +50,12 @@ class System:
 
 
 SYSTEMS: tuple[System, ...] = (
+    System("baton-sdk-sqlite", "baton", "Baton, SDK boundary (default)", "sqlite", "baton.bench.ckpt_sdk:sdk_leg",
+           "baton"),
+    System(
+        "baton-seal-sqlite", "baton", "Baton, seal_checkpoint alone (default blobs)", "sqlite",
+        "baton.bench.ckpt_baton:default_blobs_leg", "baton",
+    ),
     System("baton-sqlite", "baton", "Baton, file blobs", "sqlite", "baton.bench.ckpt_baton:file_blobs_leg", "baton"),
     System(
         "baton-sqlblobs-sqlite", "baton", "Baton, SQL blobs", "sqlite", "baton.bench.ckpt_baton:sql_blobs_leg", "baton"
@@ -63,6 +69,14 @@ SYSTEMS: tuple[System, ...] = (
         "baton.bench.ckpt_langgraph:delta_sqlite_leg", "langgraph-checkpoint-sqlite", baseline=False,
     ),
     System("dbos-sqlite", "dbos", "DBOS steps", "sqlite", "baton.bench.ckpt_dbos:sqlite_leg", "dbos"),
+    System(
+        "baton-sdk-postgres", "baton", "Baton, SDK boundary (default)", "postgres", "baton.bench.ckpt_sdk:sdk_leg",
+        "baton",
+    ),
+    System(
+        "baton-seal-postgres", "baton", "Baton, seal_checkpoint alone (default blobs)", "postgres",
+        "baton.bench.ckpt_baton:default_blobs_leg", "baton",
+    ),
     System(
         "baton-postgres", "baton", "Baton, file blobs", "postgres", "baton.bench.ckpt_baton:file_blobs_leg", "baton"
     ),

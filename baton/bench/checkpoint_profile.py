@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 from unittest import mock
 
-from baton.bench import ckpt_baton
+from baton.bench import ckpt_baton, ckpt_sdk
 from baton.bench.leg import LegInput
 from baton.bench.pg import fresh_database, postgres_server
 from baton.bench.trajectory import Trajectory
@@ -57,15 +57,21 @@ class _Timers:
         self.statements: Counter[str] = Counter()
         self.current = "everything else"
         self.in_step = False  # counts only inside timed steps (not the leg's setup or its final check)
+        self._inner = 0.0  # time spent in timed calls nested inside the current one
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn`, its own time (less any timed call inside it) added to `name`."""
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             outer, self.current = self.current, name
+            inner_before = self._inner
+            self._inner = 0.0
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+                spent = time.perf_counter() - start
+                self.seconds[name] = self.seconds.get(name, 0.0) + spent - self._inner
+                self._inner = inner_before + spent
                 self.calls[name] += 1
                 self.current = outer
 
@@ -80,6 +86,9 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     from baton.store.blobs import BlobStore
     from baton.store.core import StoreCore, Tx
     from baton.store.sql_blobs import SqlBlobStore
+
+    import baton.runtime.sdk as sdk
+    from baton.handoff.quiesce import HandoffWatch
 
     original_tx, original_rows = StoreCore._tx, Tx.rows
 
@@ -125,6 +134,12 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         (SqlBlobStore, "has_many", timers.timed("blob lookups (has_many)", SqlBlobStore.has_many)),
         (SqlStore, "append_checkpoint",
          timers.timed("SqlStore.append_checkpoint (one transaction)", SqlStore.append_checkpoint)),
+        (sdk, "ensure_no_secrets",
+         timers.timed("secret scan of the observed content (SDK)", getattr(sdk, "ensure_no_secrets"))),
+        (StoreCore, "db_now", timers.timed("store clock reads (db_now)", StoreCore.db_now)),
+        (HandoffWatch, "check_in", timers.timed("pending-handoff lookup (HandoffWatch, in the seal transaction)",
+                                                HandoffWatch.check_in)),
+        (HandoffWatch, "check", timers.timed("pending-handoff lookup (HandoffWatch, own read)", HandoffWatch.check)),
     ]
     with ExitStack() as stack:
         for owner, name, replacement in patches:
@@ -146,9 +161,11 @@ def _leg_input(observations: tuple[str, ...], backend: str) -> Iterator[LegInput
 
 def profile_baton(steps: int = 400, backend: str = "sqlite", blobs: str = "files", top: int = 18) -> StepProfile:
     """Phase split (wall clock) and cProfile top functions of one Baton leg of `steps` steps."""
-    if blobs not in ("files", "sql"):
-        raise ValueError(f"blobs is 'files' or 'sql', not {blobs!r}")
-    leg = ckpt_baton.sql_blobs_leg if blobs == "sql" else ckpt_baton.file_blobs_leg
+    legs = {"files": ckpt_baton.file_blobs_leg, "sql": ckpt_baton.sql_blobs_leg,
+            "default": ckpt_baton.default_blobs_leg, "sdk": ckpt_sdk.sdk_leg}
+    if blobs not in legs:
+        raise ValueError(f"blobs is one of {', '.join(legs)}, not {blobs!r}")
+    leg = legs[blobs]
     observations = Trajectory(steps).materialize()
     with _leg_input(Trajectory(5, seed=1).materialize(), backend) as warm:
         leg(warm)

@@ -8,9 +8,11 @@ in production), which stores the content and the new parts and records the
 checkpoint. The step is timed from the new observation to the committed
 checkpoint row.
 
-Two blob backends are measured: files under BATON_HOME (the default) and the
-SQL store's own blob table (BATON_BLOBS=sql), where a checkpoint's new blobs
-commit in the checkpoint's transaction.
+Three blob backends are measured: the default (`open_blobs(home, store)`:
+small blobs in the SQL store's blob table, committed in the checkpoint's
+transaction, large artifacts as files), files under BATON_HOME for every blob
+(BATON_BLOBS=files, the default before issue 16) and the blob table for every
+blob (BATON_BLOBS=sql).
 
 Bytes stored are the SQL store (the SQLite file after its WAL is folded back,
 or the PostgreSQL database's growth, measured by the runner) plus the blob
@@ -153,8 +155,8 @@ def _sqlite_files(home: Path, blob_root: Path) -> Footprint:
     return total
 
 
-def _leg(inp: LegInput, *, sql_blobs: bool) -> LegOutput:
-    from baton.store.factory import open_store
+def _leg(inp: LegInput, *, blobs_kind: str) -> LegOutput:
+    from baton.store.factory import open_blobs, open_store
     from baton.store.sql_blobs import SqlBlobStore
 
     home = inp.workdir / "baton_home"
@@ -162,7 +164,11 @@ def _leg(inp: LegInput, *, sql_blobs: bool) -> LegOutput:
     blob_root = home / "blobs"
     store = open_store(inp.database_url, home)
     try:
-        blobs: Blobs = SqlBlobStore(store) if sql_blobs else BlobStore(blob_root)
+        blobs: Blobs
+        if blobs_kind == "default":
+            blobs = open_blobs(home, store)
+        else:
+            blobs = SqlBlobStore(store) if blobs_kind == "sql" else BlobStore(blob_root)
         seconds = _run(store, blobs, inp.observations)
     finally:
         store.close()
@@ -172,11 +178,16 @@ def _leg(inp: LegInput, *, sql_blobs: bool) -> LegOutput:
     return LegOutput(step_seconds=seconds, components=components)
 
 
+def default_blobs_leg(inp: LegInput) -> LegOutput:
+    """The default blob backend (`open_blobs(home, store)`: small blobs in the SQL store, large ones as files)."""
+    return _leg(inp, blobs_kind="default")
+
+
 def file_blobs_leg(inp: LegInput) -> LegOutput:
-    """Blobs as files under BATON_HOME (the default), the checkpoint row in the SQL store."""
-    return _leg(inp, sql_blobs=False)
+    """Blobs as files under BATON_HOME (BATON_BLOBS=files; the default before issue 16), the row in the SQL store."""
+    return _leg(inp, blobs_kind="files")
 
 
 def sql_blobs_leg(inp: LegInput) -> LegOutput:
     """Blobs in the SQL store's blob table, committed in the checkpoint's transaction (BATON_BLOBS=sql)."""
-    return _leg(inp, sql_blobs=True)
+    return _leg(inp, blobs_kind="sql")

@@ -159,10 +159,11 @@ def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> 
             for n in range(20):
                 gateway.submit(mutation("profile-run", lease.epoch, issue(f"warm:{n}"), f"warm:{n}", n, "profiler"))
             counters = _Counters()
+            ask = counters.timed("capability request to the authority service (HTTP, per key)", issue)
             with _instrumented(counters, gateway):
                 start = time.perf_counter()
                 for n in range(ops):
-                    gateway.submit(mutation("profile-run", lease.epoch, issue(f"op:{n}"), f"op:{n}", n, "profiler"))
+                    gateway.submit(mutation("profile-run", lease.epoch, ask(f"op:{n}"), f"op:{n}", n, "profiler"))
                 total = time.perf_counter() - start
             profiler = cProfile.Profile()
             profiler.enable()

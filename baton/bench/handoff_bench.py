@@ -61,14 +61,17 @@ TARGET_NAME = "bench-pool-b"
 class HandoffSystem:
     key: str
     backend: Backend
-    blobs: str  # "files" or "sql"
+    blobs: str  # "default" (open_blobs: small blobs in the SQL store, large as files), "files" or "sql"
 
     @property
     def label(self) -> str:
-        return f"{'SQLite' if self.backend == 'sqlite' else 'PostgreSQL'}, {'file' if self.blobs == 'files' else 'SQL'} blobs"
+        kind = {"default": "default blobs", "files": "file blobs", "sql": "SQL blobs"}[self.blobs]
+        return f"{'SQLite' if self.backend == 'sqlite' else 'PostgreSQL'}, {kind}"
 
 
 SYSTEMS: tuple[HandoffSystem, ...] = (
+    HandoffSystem("sqlite-default", "sqlite", "default"),
+    HandoffSystem("postgres-default", "postgres", "default"),
     HandoffSystem("sqlite-files", "sqlite", "files"),
     HandoffSystem("sqlite-sqlblobs", "sqlite", "sql"),
     HandoffSystem("postgres-files", "postgres", "files"),
@@ -334,7 +337,7 @@ def _open_system(
 ) -> Iterator[_Bench]:
     from baton.handoff import HandoffCoordinator
     from baton.store.blobs import BlobStore
-    from baton.store.factory import open_store
+    from baton.store.factory import open_blobs, open_store
     from baton.store.sql_blobs import SqlBlobStore
 
     with ExitStack() as stack:
@@ -348,6 +351,8 @@ def _open_system(
         def opened() -> tuple[Any, Any]:
             store = open_store(url, home)
             stack.callback(store.close)
+            if system.blobs == "default":
+                return store, open_blobs(home, store)
             return store, SqlBlobStore(store) if system.blobs == "sql" else BlobStore(home / "blobs")
 
         source, target = placements()

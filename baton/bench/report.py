@@ -26,6 +26,10 @@ from baton.bench.trajectory import OBSERVATION_BYTES
 
 BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 SHORT = {
+    "baton-sdk-sqlite": "Baton SDK boundary, default · SQLite",
+    "baton-seal-sqlite": "Baton seal_checkpoint, default blobs · SQLite",
+    "baton-sdk-postgres": "Baton SDK boundary, default · PostgreSQL",
+    "baton-seal-postgres": "Baton seal_checkpoint, default blobs · PostgreSQL",
     "baton-sqlite": "Baton file blobs · SQLite",
     "baton-sqlblobs-sqlite": "Baton SQL blobs · SQLite",
     "baton-sqlblobs-postgres": "Baton SQL blobs · PostgreSQL",
@@ -455,7 +459,7 @@ def profile_rows(profile: StepProfile) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-BLOB_NAMES = {"files": "file", "sql": "SQL"}
+BLOB_NAMES = {"files": "file", "sql": "SQL", "default": "default", "sdk": "SDK boundary, default"}
 
 
 def print_profile(profile: StepProfile, console: Console) -> None:

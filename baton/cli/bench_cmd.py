@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
     def checkpoint_profile(
         steps: int = typer.Option(400, "--steps", min=1, help="Trajectory length."),
         backend: str = typer.Option("sqlite", "--backend", help="sqlite or postgres."),
-        blobs: str = typer.Option("files", "--blobs", help="files (the default backend) or sql (BATON_BLOBS=sql)."),
+        blobs: str = typer.Option("files", "--blobs", help="files, sql, default (open_blobs) or sdk (the whole SDK boundary)."),
         out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) whose benchmarks.md gets the profile."),
     ) -> None:
         """Where Baton's checkpoint step spends its time (timers per phase, then cProfile)."""
@@ -98,8 +98,8 @@ def register(app: typer.Typer) -> None:
 
         if backend not in ("sqlite", "postgres"):
             raise typer.BadParameter("--backend is sqlite or postgres")
-        if blobs not in ("files", "sql"):
-            raise typer.BadParameter("--blobs is files or sql")
+        if blobs not in ("files", "sql", "default", "sdk"):
+            raise typer.BadParameter("--blobs is files, sql, default or sdk")
         profile = profile_baton(steps, backend, blobs)
         report.print_profile(profile, Console())
         if out is not None:

@@ -19,7 +19,7 @@ from baton.errors import BatonError
 from baton.models import Placement
 from baton.placements import load_placements, placement_named
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs, BlobStore
 from baton.store.factory import baton_home, open_blobs, open_store
 
 _console = Console()
@@ -27,11 +27,11 @@ _errors = Console(stderr=True)
 
 
 @contextmanager
-def _stores() -> Iterator[tuple[SqlStore, BlobStore]]:
+def _stores() -> Iterator[tuple[SqlStore, Blobs]]:
     home = baton_home()
     store = open_store(None, home)
     try:
-        yield store, open_blobs(home)
+        yield store, open_blobs(home, store)
     finally:
         store.close()
 

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         store = open_store(None, home)
         try:
             override = None if release is None else release_named(release)
-            report = replay_run(store, open_blobs(home), run_id, from_checkpoint, derivers=DERIVERS,
+            report = replay_run(store, open_blobs(home, store), run_id, from_checkpoint, derivers=DERIVERS,
                                 release=override)
         except (ReplayError, KeyError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)

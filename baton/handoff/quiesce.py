@@ -16,6 +16,7 @@ from baton import clock
 
 from baton.models import Event, EventType
 from baton.store.base import SqlStore
+from baton.store.core import Tx
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,55 @@ def pending_handoff_request(store: SqlStore, run_id: str, *, after_seq: int = 0)
         elif pending is not None and event.detail.get("request_seq") == pending.request_seq:
             pending = None
     return pending
+
+
+_WATCHED_TYPES = (EventType.HANDOFF_REQUESTED, EventType.SOURCE_QUIESCED, EventType.HANDOFF_ABORTED,
+                  EventType.OWNERSHIP_TRANSFERRED)
+_WATCH_SQL = (
+    "WITH hi AS (SELECT MAX(seq) AS m FROM events WHERE run_id = ?) "
+    "SELECT hi.m, e.seq, e.body FROM hi LEFT JOIN events e ON e.run_id = ? AND e.seq > ? AND e.seq <= hi.m "
+    "AND e.event_type IN (" + ", ".join("?" for _ in _WATCHED_TYPES) + ") ORDER BY e.seq"
+)
+
+
+class HandoffWatch:
+    """`pending_handoff_request` for one run, kept up to date incrementally.
+
+    Each check reads only the run's events after the highest seq it has already
+    folded in (one indexed statement that also returns the run's highest seq),
+    so a boundary costs O(new events), not a scan of the run's log from seq 0.
+    The fold is the same as `pending_handoff_request`'s: the newest request
+    stays pending until an answer (quiesced, aborted, transferred) names its seq.
+    Seq order is commit order in the store, so no event can appear later below
+    the mark.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.mark = 0
+        self.pending: QuiesceSignal | None = None
+
+    def check_in(self, store: SqlStore, tx: Tx) -> QuiesceSignal | None:
+        """Fold in the events committed since the last check, inside `tx`; the pending request, if any."""
+        rows = tx.rows(_WATCH_SQL, (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
+        high = self.mark
+        for top, seq, body in rows:
+            if top is not None:
+                high = max(high, int(top))
+            if seq is None:
+                continue
+            event = Event.model_validate(store.dialect.json_out(body))
+            if event.event_type is EventType.HANDOFF_REQUESTED:
+                self.pending = QuiesceSignal(run_id=self.run_id, request_seq=int(seq), reason=event.reason or "")
+            elif self.pending is not None and event.detail.get("request_seq") == self.pending.request_seq:
+                self.pending = None
+        self.mark = high
+        return self.pending
+
+    def check(self, store: SqlStore) -> QuiesceSignal | None:
+        """As `check_in`, in a read transaction of its own."""
+        with store.read_tx() as tx:
+            return self.check_in(store, tx)
 
 
 def acknowledge_quiesce(

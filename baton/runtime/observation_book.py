@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from baton.identity import canonical_json
 from baton.models import Observation, UseMode
@@ -32,10 +32,11 @@ class BookEntry:
     ref: str
     restored_mode: UseMode = UseMode.USE_RECORDED_OBSERVATION
     dropped: str | None = None
+    key: tuple[str, str] = field(init=False)
+    """The question this observation answers (computed once: it is asked at every seal)."""
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return observation_key(self.observation.source, self.observation.query)
+    def __post_init__(self) -> None:
+        self.key = observation_key(self.observation.source, self.observation.query)
 
     def mode_at(self, now: dt.datetime) -> UseMode:
         """The mode this observation must be used in at `now`."""
@@ -55,6 +56,7 @@ class ObservationBook:
     ) -> None:
         self._entries: list[BookEntry] = []
         self._by_ref: dict[str, BookEntry] = {}
+        self._newest: dict[tuple[str, str], BookEntry] = {}  # per question, in the order first asked
         for observation, mode in restored:
             self._append(observation, mode)
         for ref, reason in (dropped or {}).items():
@@ -65,6 +67,7 @@ class ObservationBook:
         entry = BookEntry(observation=observation, ref=observation.record_ref(), restored_mode=mode)
         self._entries.append(entry)
         self._by_ref.setdefault(entry.ref, entry)
+        self._newest[entry.key] = entry
         return entry
 
     def add(self, observation: Observation) -> BookEntry:
@@ -79,18 +82,12 @@ class ObservationBook:
 
     def current(self, source: str, query: Mapping[str, object] | None = None) -> BookEntry | None:
         """The newest observation of this question, unless it was dropped."""
-        key = observation_key(source, query)
-        for entry in reversed(self._entries):
-            if entry.key == key:
-                return None if entry.dropped else entry
-        return None
+        entry = self._newest.get(observation_key(source, query))
+        return None if entry is None or entry.dropped else entry
 
     def current_entries(self) -> list[BookEntry]:
         """The current observation of every question, in the order first asked."""
-        newest: dict[tuple[str, str], BookEntry] = {}
-        for entry in self._entries:
-            newest[entry.key] = entry
-        return [entry for entry in newest.values() if not entry.dropped]
+        return [entry for entry in self._newest.values() if not entry.dropped]
 
     def usable(self, ref: str, now: dt.datetime) -> bool:
         """True when `ref` is the current, undropped answer to its question and may be used as recorded."""

@@ -36,7 +36,7 @@ from baton.authority_http import CapabilityRequest
 from baton.errors import AuthorityDeniedError, SecretInStateError
 from baton.gateway import MutationRequest, MutationResult
 from baton.handoff.resume import ResumePlan
-from baton.identity import ref_of
+from baton.identity import ref_of, sha256_ref
 from baton.lifecycle import TERMINAL
 from baton.models import (
     Approval,
@@ -119,6 +119,10 @@ class RunContext:
         self._sealer = Sealer(services, self.run_id, self.epoch, owner, self.process, lease_lost or threading.Event())
         self._plan: ResumePlan | None = plan
         self.adjustments: tuple[str, ...] = tuple(resumed.adjustments)
+        self._contents: dict[str, bytes] = {}
+        """Observed bytes not sealed yet: stored in the next seal's transaction."""
+        self._charges: list[tuple[BudgetUsage, str]] = []
+        """Charges of the boundary being sealed: committed in its seal's transaction."""
 
     # -- read-only views ------------------------------------------------------------------------
 
@@ -200,11 +204,15 @@ class RunContext:
         authority: SourceAuthority = SourceAuthority.AUTHORITATIVE,
         observed_at: dt.datetime | None = None,
     ) -> Observation:
-        """Record one observation (content stored by hash) and seal the "observation completed" boundary."""
-        self._ready()
-        observation = self._record(source, query, content, freshness_s, authority, observed_at)
-        self.charge(BudgetUsage(tool_calls=1), f"observe {source}")
-        self._seal()
+        """Record one observation (content stored by hash) and seal the "observation completed" boundary.
+
+        The content, the new parts, the checkpoint, its events and the tool-call
+        charge commit in one store transaction.
+        """
+        now = self._ready()
+        observation = self._record(source, query, content, freshness_s, authority, observed_at or now)
+        self._charge_with_seal(BudgetUsage(tool_calls=1), f"observe {source}", now)
+        self._seal(at=now)
         return observation
 
     def read(self, source: str, query: Mapping[str, JsonValue] | None = None) -> ObservedContent | None:
@@ -218,7 +226,7 @@ class RunContext:
         mode = entry.mode_at(self.now())
         if mode is not UseMode.USE_RECORDED_OBSERVATION:
             raise ObservationNeedsRevalidation(entry.observation, mode)
-        return ObservedContent(entry.observation, self.services.blobs.get(entry.observation.content_ref), entry.ref)
+        return ObservedContent(entry.observation, self._content(entry.observation.content_ref), entry.ref)
 
     def needs_revalidation(self) -> list[tuple[Observation, UseMode]]:
         """Current observations that must be revalidated or refreshed before use."""
@@ -243,7 +251,7 @@ class RunContext:
         changed = fresh.content_ref != observation.content_ref
         self._state.append_memory(keys.REVALIDATIONS, {"source": observation.source, "mode": mode, "changed": changed,
                                                        "old": observation.record_ref(), "new": fresh.record_ref()})
-        self.charge(BudgetUsage(tool_calls=1), f"revalidate {observation.source}")
+        self._charge_with_seal(BudgetUsage(tool_calls=1), f"revalidate {observation.source}")
         if changed:
             self._invalidate(observation, f"{observation.source} changed on revalidation")
         self._seal()
@@ -342,7 +350,7 @@ class RunContext:
             verified_at=self.now(),
         )
         self._state.add_evidence(evidence)
-        self.charge(cost or _VERIFY_COST, f"verify with {verdict.verifier_version}")
+        self._charge_with_seal(cost or _VERIFY_COST, f"verify with {verdict.verifier_version}")
         self._state.move(Boundary.VERIFIED if evidence.passed else Boundary.GENERATING)
         self._seal()
         return evidence
@@ -485,16 +493,40 @@ class RunContext:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _require_budget(self) -> None:
-        exhausted = self.budget.exhausted(self.now())
+    def _require_budget(self, now: dt.datetime | None = None) -> dt.datetime:
+        now = now or self.now()
+        exhausted = self.budget.exhausted(now)
         if exhausted:
             raise BudgetExhausted(f"run {self.run_id!r}: budget exhausted ({', '.join(exhausted)})", limits=exhausted)
+        return now
 
-    def _ready(self) -> None:
+    def _ready(self) -> dt.datetime:
+        """Check the run may go on; the store's clock reading the budget was judged by."""
         self._sealer.ensure_owner()
         if self.boundary in TERMINAL:
             raise BoundaryError(f"run {self.run_id!r} has ended at {self.boundary.value}")
-        self._require_budget()
+        return self._require_budget()
+
+    def _charge_with_seal(self, usage: BudgetUsage, reason: str, now: dt.datetime | None = None) -> None:
+        """A charge of the boundary about to be sealed: it commits with that seal (or alone if the run stops here)."""
+        self._sealer.ensure_owner()
+        self._state.charge(usage)
+        self._charges.append((usage, reason))
+        try:
+            self._require_budget(now)
+        except BudgetExhausted:
+            self._flush_charges()
+            raise
+
+    def _flush_charges(self) -> None:
+        charges, self._charges = self._charges, []
+        for usage, reason in charges:
+            self.services.store.append_budget_charge(self.run_id, self.epoch, usage, reason)
+
+    def _content(self, ref: str) -> bytes:
+        """Observed bytes by ref: not sealed yet, or from the blob store (verified there)."""
+        pending = self._contents.get(ref)
+        return pending if pending is not None else self.services.blobs.get(ref)
 
     def _live_lease(self) -> Lease:
         lease = self.services.store.get_lease(self.run_id)
@@ -526,15 +558,17 @@ class RunContext:
         observed_at: dt.datetime | None,
     ) -> Observation:
         _scan(f"observation of {source}", content)
+        ref = sha256_ref(content)
         observation = Observation(
             source=source,
             query=dict(query),
             observed_at=observed_at or self.now(),
-            content_ref=self.services.blobs.put(content),
+            content_ref=ref,
             freshness_budget_s=freshness_s,
             authority=authority,
         )
         self._state.add_observation(observation)
+        self._contents[ref] = content  # stored by the next seal, in its transaction
         return observation
 
     def _invalidate(self, observation: Observation, reason: str) -> None:
@@ -584,8 +618,11 @@ class RunContext:
         except Exception:  # noqa: BLE001 - the worker records the end even if this seal fails
             pass
 
-    def _seal(self, *, check_handoff: bool = True) -> ExecutionCheckpoint:
-        checkpoint = self._sealer.seal(self._state)
+    def _seal(self, *, check_handoff: bool = True, at: dt.datetime | None = None) -> ExecutionCheckpoint:
+        charges, self._charges = tuple(self._charges), []  # the sealer records them alone if the seal fails
+        checkpoint = self._sealer.seal(self._state, contents=tuple(self._contents.values()), charges=charges,
+                                       check_handoff=check_handoff, at=at)
+        self._contents.clear()
         fault_points.reached(f"sealed:{checkpoint.boundary.value}")
         plan, self._plan = self._plan, None
         if plan is not None:

@@ -2,7 +2,9 @@
 
 `Sealer.seal` derives the resumability class from the run's state, writes the
 checkpoint through `seal_checkpoint` (the store refuses a stale epoch: the
-owner is then fenced) and records CHECKPOINT_STARTED / CHECKPOINT_SEALED.
+owner is then fenced) and records CHECKPOINT_STARTED / CHECKPOINT_SEALED and
+the boundary's budget charges in the checkpoint's own transaction: one durable
+commit per boundary.
 `Sealer.confirm` checks the first transition after a resume. `Sealer.pause`
 is the quiesce point: after the (simulated) work time between boundaries, a
 pending handoff request is acknowledged with the checkpoint just sealed and
@@ -11,21 +13,24 @@ pending handoff request is acknowledged with the checkpoint just sealed and
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
 from baton import clock
 from baton.checkpoints import restore, seal_checkpoint
 from baton.errors import StaleEpochError
-from baton.handoff.quiesce import acknowledge_quiesce, pending_handoff_request
+from baton.handoff.quiesce import HandoffWatch, QuiesceSignal, acknowledge_quiesce
 from baton.handoff.resume import ResumePlan, confirm_resume
-from baton.models import Event, EventType, ExecutionCheckpoint
+from baton.models import BudgetUsage, Event, EventType, ExecutionCheckpoint
 from baton.resumability import classify_resumability
 from baton.runtime.errors import HandoffRequested, RunFenced, WorkerStopping
 from baton.runtime.run_state import RunState
 from baton.runtime.services import RuntimeServices
+from baton.store.core import Tx
 
 
 @dataclass
@@ -38,11 +43,40 @@ class Sealer:
     owner: str
     process: str
     lost: threading.Event
+    watch: HandoffWatch = field(init=False)
+    _prefetched: tuple[QuiesceSignal | None] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.watch = HandoffWatch(self.run_id)
 
     def ensure_owner(self) -> None:
         """RunFenced once the lease is known to be lost."""
         if self.lost.is_set():
             raise RunFenced(f"run {self.run_id!r}: {self.owner} lost the lease of epoch {self.epoch}")
+
+    def _event(
+        self,
+        state: RunState,
+        event_type: EventType,
+        *,
+        at: dt.datetime,
+        checkpoint: ExecutionCheckpoint | None = None,
+        reason: str | None = None,
+        detail: dict[str, JsonValue] | None = None,
+    ) -> Event:
+        return Event(
+            event_type=event_type,
+            run_id=self.run_id,
+            at=at,
+            checkpoint_id=None if checkpoint is None else checkpoint.checkpoint_id,
+            source_placement=state.parts.placement.name,
+            source_epoch=self.epoch,
+            release_id=state.parts.release.release_id,
+            state_schema=state.head.schema_version,
+            reason=reason,
+            resume_boundary=state.boundary.value,
+            detail=detail or {},
+        )
 
     def emit(
         self,
@@ -55,22 +89,29 @@ class Sealer:
     ) -> None:
         """Append one event about this run, as seen by this owner."""
         store = self.services.store
-        store.append_event(Event(
-            event_type=event_type,
-            run_id=self.run_id,
-            at=store.db_now(),
-            checkpoint_id=None if checkpoint is None else checkpoint.checkpoint_id,
-            source_placement=state.parts.placement.name,
-            source_epoch=self.epoch,
-            release_id=state.parts.release.release_id,
-            state_schema=state.head.schema_version,
-            reason=reason,
-            resume_boundary=state.boundary.value,
-            detail=detail or {},
-        ))
+        store.append_event(self._event(state, event_type, at=store.db_now(), checkpoint=checkpoint, reason=reason,
+                                       detail=detail))
 
-    def seal(self, state: RunState) -> ExecutionCheckpoint:
-        """Seal `state` at its boundary; RunFenced if the store refuses this epoch."""
+    def seal(
+        self,
+        state: RunState,
+        *,
+        contents: Sequence[bytes] = (),
+        charges: Sequence[tuple[BudgetUsage, str]] = (),
+        check_handoff: bool = False,
+        at: dt.datetime | None = None,
+    ) -> ExecutionCheckpoint:
+        """Seal `state` at its boundary in ONE store transaction; RunFenced if the store refuses this epoch.
+
+        The transaction holds the new blobs (raw `contents` and the new parts),
+        the checkpoint row, CHECKPOINT_STARTED and CHECKPOINT_SEALED, and the
+        boundary's budget `charges`; all commit or none does. With
+        `check_handoff` (and no work time between boundaries) the pending
+        handoff lookup runs in the same transaction, and `pause` uses its answer.
+        If the seal fails, the charges are still recorded on their own, so spend
+        is never lost with a refused checkpoint. `at` is the store clock reading
+        to seal at (the caller's, taken at this boundary), else a new one.
+        """
         self.ensure_owner()
         store = self.services.store
         parts = state.parts_to_seal()
@@ -78,23 +119,47 @@ class Sealer:
             state.boundary, parts.run_kind, parts.operations, has_recorded_observations=len(state.book) > 0,
             workspace=parts.workspace, constraints=parts.constraints, source=parts.placement,
         )
-        self.emit(state, EventType.CHECKPOINT_STARTED)
+        now = at or store.db_now()
+        started = self._event(state, EventType.CHECKPOINT_STARTED, at=now)
+        watch_in_tx = check_handoff and self.services.boundary_pause_s <= 0
+        self._prefetched = None
+
+        def within(tx: Tx) -> None:
+            if charges:
+                store.insert_budget_charges(tx, self.run_id, self.epoch, charges)
+            if watch_in_tx:
+                self._prefetched = (self.watch.check_in(store, tx),)
+
+        def events(checkpoint: ExecutionCheckpoint) -> list[Event]:
+            sealed = self._event(state, EventType.CHECKPOINT_SEALED, at=now, checkpoint=checkpoint,
+                                 detail={"checkpoint_hash": checkpoint.checkpoint_hash,
+                                         "resumability": checkpoint.resumability.value, "owner": self.owner})
+            return [started, sealed]
+
         try:
             checkpoint = seal_checkpoint(
                 store, self.services.blobs, run_id=self.run_id, parts=parts, new_observations=state.new_observations,
                 parent=state.head, boundary=state.boundary, resumability=resumability.resumability,
-                resumability_reasons=resumability.reasons, owner_epoch=self.epoch, sealed_at=store.db_now(),
+                resumability_reasons=resumability.reasons, owner_epoch=self.epoch, sealed_at=now,
+                contents=contents, within=within, events=events,
             )
         except StaleEpochError as exc:
+            self._prefetched = None
+            self._charge_alone(charges)
             self.lost.set()
             self.emit(state, EventType.STALE_WORKER_REJECTED, reason="checkpoint from a stale epoch refused at the store",
                       detail={"process": self.process, "owner": self.owner})
             raise RunFenced(f"run {self.run_id!r}: the store refused a checkpoint at epoch {self.epoch}: {exc}") from exc
+        except BaseException:
+            self._prefetched = None
+            self._charge_alone(charges)
+            raise
         state.sealed(checkpoint)
-        self.emit(state, EventType.CHECKPOINT_SEALED, checkpoint=checkpoint,
-                  detail={"checkpoint_hash": checkpoint.checkpoint_hash, "resumability": checkpoint.resumability.value,
-                          "owner": self.owner})
         return checkpoint
+
+    def _charge_alone(self, charges: Sequence[tuple[BudgetUsage, str]]) -> None:
+        for usage, reason in charges:
+            self.services.store.append_budget_charge(self.run_id, self.epoch, usage, reason)
 
     def confirm(self, plan: ResumePlan, checkpoint: ExecutionCheckpoint) -> list[str]:
         """Problems with the first checkpoint sealed after `plan` (RESUME_VERIFIED or REVALIDATION_FAILED)."""
@@ -105,7 +170,8 @@ class Sealer:
         if self.services.boundary_pause_s > 0:
             clock.wait(self.lost, self.services.boundary_pause_s)
         self.ensure_owner()
-        signal = pending_handoff_request(self.services.store, self.run_id)
+        prefetched, self._prefetched = self._prefetched, None
+        signal = prefetched[0] if prefetched is not None else self.watch.check(self.services.store)
         if signal is not None:
             acknowledge_quiesce(
                 self.services.store, signal, checkpoint_id=state.head.checkpoint_id, epoch=self.epoch,

@@ -12,7 +12,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Self
 
 from baton.errors import AppendOnlyViolation, BatonError, RecordNotFoundError, StoreError
@@ -141,6 +141,10 @@ class StoreCore(ABC):
                 raise
         finally:
             self._local.in_tx = False
+
+    def read_tx(self) -> AbstractContextManager[Tx]:
+        """A read transaction for several reads in a row (store calls on this thread must wait until it ends)."""
+        return self._tx(write=False)
 
     def _rollback_quietly(self, conn: Any) -> None:
         try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from baton.errors import StoreError
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs, BlobStore
+from baton.store.hybrid_blobs import DEFAULT_LARGE_BYTES, HybridBlobStore
 from baton.store.sql_blobs import SqlBlobStore
 
 ENV_HOME = "BATON_HOME"
@@ -58,16 +59,37 @@ def open_store(url: str | None = None, home: Path | str | None = None, *, migrat
 def open_blobs(home: Path | str | None = None, store: SqlStore | None = None) -> Blobs:
     """The content-addressed blob store.
 
-    Files under `<home>/blobs` by default; with `BATON_BLOBS=sql` and a
-    `store`, the store's own blob table, so new blobs commit in the same
-    transaction as the checkpoint that introduced them.
+    `BATON_BLOBS` picks the backend:
+    - `auto` (the default): with a `store`, small blobs in the store's own blob
+      table (committed in the transaction of the checkpoint that introduced
+      them) and blobs of `BATON_BLOBS_LARGE_BYTES` (default 1 MiB) or more as
+      files under `<home>/blobs`; reads look in both, so a store written with
+      file blobs reads unchanged. Without a `store`, files only.
+    - `sql`: every blob in the store's table.
+    - `files`: every blob a file under `<home>/blobs` (the layout before `auto`).
     """
-    choice = os.environ.get("BATON_BLOBS", "files")
+    choice = os.environ.get("BATON_BLOBS", "").strip() or "auto"
+    if choice not in ("auto", "sql", "files"):
+        raise StoreError(f"BATON_BLOBS must be 'auto', 'sql' or 'files', not {choice!r}")
     if choice == "sql":
         if store is None:
             raise StoreError("BATON_BLOBS=sql needs the SQL store to keep blobs in (pass store=...)")
         return SqlBlobStore(store)
-    if choice != "files":
-        raise StoreError(f"BATON_BLOBS must be 'files' or 'sql', not {choice!r}")
     root = Path(home) if home is not None else baton_home()
-    return BlobStore(root / "blobs")
+    files = BlobStore(root / "blobs")
+    if choice == "files" or store is None:
+        return files
+    return HybridBlobStore(store, files, large_bytes=_large_bytes())
+
+
+def _large_bytes() -> int:
+    raw = os.environ.get("BATON_BLOBS_LARGE_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_LARGE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise StoreError(f"BATON_BLOBS_LARGE_BYTES must be a whole number of bytes, not {raw!r}") from None
+    if value < 1:
+        raise StoreError(f"BATON_BLOBS_LARGE_BYTES must be positive, not {value}")
+    return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -444,6 +444,13 @@ class OperationsSql(StoreCore):
         """Record consumption charged to the run (append-only)."""
         with self._tx() as tx:
             self._require_run(tx, run_id)
+            self.insert_budget_charges(tx, run_id, epoch, [(charge, reason)])
+
+    @staticmethod
+    def insert_budget_charges(tx: Tx, run_id: str, epoch: int, charges: Sequence[tuple[BudgetUsage, str]]) -> None:
+        """Append charges inside a caller's transaction (one that already knows the run exists),
+        e.g. a checkpoint's, so a boundary's spend commits with the seal."""
+        for charge, reason in charges:
             tx.rows(
                 "INSERT INTO budget_charges (run_id, epoch, reason, charge, at) VALUES (?, ?, ?, {json}, {now})",
                 (run_id, epoch, reason, charge.model_dump_json()),

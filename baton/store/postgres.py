@@ -103,15 +103,26 @@ class PostgresStore(SqlStore):
         return not conn.closed and not conn.broken
 
     def _begin(self, conn: Any, write: bool) -> None:
-        # With autocommit off, psycopg opens the transaction at the first statement.
-        del conn, write
+        # With autocommit off, psycopg opens a write transaction at the first statement (a BEGIN
+        # round trip of its own) and commits it with another. A read runs in autocommit instead:
+        # under READ COMMITTED every statement takes its own snapshot inside a transaction too,
+        # so the reads see exactly what they would, without the BEGIN and COMMIT round trips.
+        if not write:
+            conn.autocommit = True
 
     def _commit(self, conn: Any) -> None:
+        if conn.autocommit:
+            conn.autocommit = False
+            return
         conn.commit()
 
     def _rollback(self, conn: Any) -> None:
-        if not conn.closed:
-            conn.rollback()
+        if conn.closed:
+            return
+        if conn.autocommit:
+            conn.autocommit = False
+            return
+        conn.rollback()
 
     def _is_db_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.Error)

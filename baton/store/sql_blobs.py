@@ -29,6 +29,10 @@ class SqlBlobStore:
         """Refs this process knows are stored; unknown ones may be stored too (inserts ignore duplicates)."""
         return self._known.intersection(refs)
 
+    def for_transaction(self, blobs: Mapping[str, bytes]) -> dict[str, bytes]:
+        """The blobs to insert in the caller's store transaction (all of them, for this backend)."""
+        return dict(blobs)
+
     def put(self, data: bytes) -> str:
         ref = sha256_ref(data)
         self.store.put_blobs({ref: data})

@@ -105,7 +105,8 @@ def test_select_systems() -> None:
     assert select_systems(None) == SYSTEMS
     assert select_systems("all") == SYSTEMS
     assert [s.key for s in select_systems("baton")] == [
-        "baton-sqlite", "baton-sqlblobs-sqlite", "baton-postgres", "baton-sqlblobs-postgres"
+        "baton-sdk-sqlite", "baton-seal-sqlite", "baton-sqlite", "baton-sqlblobs-sqlite",
+        "baton-sdk-postgres", "baton-seal-postgres", "baton-postgres", "baton-sqlblobs-postgres",
     ]
     assert all(s.backend == "sqlite" for s in select_systems("sqlite"))
     with pytest.raises(ValueError, match="unknown system"):
@@ -152,7 +153,7 @@ def test_cli_json(tmp_path: Path) -> None:
     assert [leg["status"] for leg in document["legs"]] == ["ok", "ok"]
 
 
-@pytest.mark.parametrize("blobs", ["files", "sql"])
+@pytest.mark.parametrize("blobs", ["files", "sql", "default", "sdk"])
 def test_checkpoint_profile_runs(blobs: str) -> None:
     """The profile's timers and counters still fit the sealing code: every step is one append transaction."""
     from baton.bench.checkpoint_profile import profile_baton
@@ -161,8 +162,20 @@ def test_checkpoint_profile_runs(blobs: str) -> None:
     assert profile.steps == 4 and profile.ms_per_step > 0
     by_name = {phase.name: phase for phase in profile.phases}
     append = by_name["SqlStore.append_checkpoint (one transaction)"]
-    assert append.calls_per_step == 1 and append.transactions_per_step == 1 and append.statements_per_step >= 2
+    # Calls count the SDK leg's launch seal too (outside the steps); transactions count only inside steps.
+    assert append.calls_per_step >= 1 and append.transactions_per_step == 1 and append.statements_per_step >= 2
     assert sum(phase.share for phase in profile.phases) == pytest.approx(1.0)
     assert "ncalls" in profile.top_functions
     header, rows = report.profile_rows(profile)
     assert len(rows[0]) == len(header)
+
+
+def test_sdk_profile_times_one_durable_commit_per_boundary() -> None:
+    """The SDK boundary: one write transaction per observe (the seal), its handoff lookup inside it."""
+    from baton.bench.checkpoint_profile import profile_baton
+
+    profile = profile_baton(steps=4, backend="sqlite", blobs="sdk", top=5)
+    by_name = {phase.name: phase for phase in profile.phases}
+    assert by_name["secret scan of the observed content (SDK)"].calls_per_step == 1
+    assert by_name["pending-handoff lookup (HandoffWatch, in the seal transaction)"].calls_per_step == 1
+    assert by_name["store clock reads (db_now)"].calls_per_step >= 1

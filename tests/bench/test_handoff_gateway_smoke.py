@@ -56,7 +56,7 @@ def test_registry_lists_every_subbenchmark() -> None:
 
 def test_handoff_sqlite_runs_without_revalidation(tmp_path: Path) -> None:
     run = run_handoff_bench(SAMPLES, select_systems("sqlite"), observations=OBSERVATIONS, warmup=1, workdir=tmp_path)
-    assert [r.system.key for r in run.results] == ["sqlite-files", "sqlite-sqlblobs"]
+    assert [r.system.key for r in run.results] == ["sqlite-default", "sqlite-files", "sqlite-sqlblobs"]
     for result in run.results:
         _check_handoff_result(result)
 
@@ -67,7 +67,7 @@ def test_handoff_postgres_runs_without_revalidation(
     monkeypatch.setenv("BATON_BENCH_DATABASE_URL", postgres_server_url)
     run = run_handoff_bench(SAMPLES, select_systems("postgres"), observations=OBSERVATIONS, warmup=0, workdir=tmp_path)
     assert run.postgres == "env:BATON_BENCH_DATABASE_URL"
-    assert [r.system.key for r in run.results] == ["postgres-files", "postgres-sqlblobs"]
+    assert [r.system.key for r in run.results] == ["postgres-default", "postgres-files", "postgres-sqlblobs"]
     for result in run.results:
         _check_handoff_result(result)
 

@@ -65,3 +65,35 @@ def test_open_blobs_under_home(tmp_path: Path) -> None:
     assert isinstance(blobs, BlobStore) and blobs.root == tmp_path / "blobs"
     ref = blobs.put(b"hello")
     assert blobs.get(ref) == b"hello"
+
+
+def test_open_blobs_default_is_hybrid_with_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from baton.store.hybrid_blobs import DEFAULT_LARGE_BYTES, HybridBlobStore
+    from baton.store.sql_blobs import SqlBlobStore
+
+    monkeypatch.delenv("BATON_BLOBS", raising=False)
+    monkeypatch.delenv("BATON_BLOBS_LARGE_BYTES", raising=False)
+    with open_store(None, tmp_path) as store:
+        blobs = open_blobs(tmp_path, store)
+        assert isinstance(blobs, HybridBlobStore) and blobs.large_bytes == DEFAULT_LARGE_BYTES
+        assert blobs.files.root == tmp_path / "blobs"
+        monkeypatch.setenv("BATON_BLOBS_LARGE_BYTES", "2048")
+        assert open_blobs(tmp_path, store).large_bytes == 2048  # type: ignore[attr-defined]
+        monkeypatch.setenv("BATON_BLOBS", "files")
+        assert isinstance(open_blobs(tmp_path, store), BlobStore)
+        monkeypatch.setenv("BATON_BLOBS", "sql")
+        assert type(open_blobs(tmp_path, store)) is SqlBlobStore
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("BATON_BLOBS", "pack", "BATON_BLOBS must be 'auto', 'sql' or 'files', not 'pack'"),
+    ("BATON_BLOBS_LARGE_BYTES", "1MB", "whole number of bytes, not '1MB'"),
+    ("BATON_BLOBS_LARGE_BYTES", "0", "must be positive, not 0"),
+])
+def test_open_blobs_refuses_bad_settings(
+    name: str, value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(name, value)
+    with open_store(None, tmp_path) as store:
+        with pytest.raises(StoreError, match=message.replace("(", r"\(")):
+            open_blobs(tmp_path, store)

@@ -89,13 +89,14 @@ class SeededRun:
     epoch: int
 
 
-def _placements() -> list[Placement]:
+def seed_placements() -> list[Placement]:
+    """The placements that offer the seed release and allow its authority."""
     return [p for p in DEFAULT_PLACEMENTS if p.authority_ceiling.allows(AuthorityLevel.SANDBOX_MUTATE)
             and RELEASE.release_id in p.supported_release_ids]
 
 
-class _Run:
-    """One research run driven by the seeder as its worker."""
+class WorkerRun:
+    """One research run driven by the seeder as its worker (launched, or resumed from its newest checkpoint)."""
 
     def __init__(self, store: SqlStore, blobs: Blobs, run_id: str, placement: Placement, lease_ttl_s: float) -> None:
         self.store, self.blobs, self.run_id = store, blobs, run_id
@@ -114,6 +115,19 @@ class _Run:
             for source, body in DOCS
         ]
         self.seal(Boundary.GENERATING, self.observations)
+
+    @classmethod
+    def resume(cls, store: SqlStore, blobs: Blobs, run_id: str) -> WorkerRun:
+        """The seeded run `run_id` at its newest checkpoint, driven on at the same epoch."""
+        head = store.latest_checkpoint(run_id)
+        if head is None:
+            raise ValueError(f"run {run_id} has no checkpoint")
+        run = cls.__new__(cls)
+        run.store, run.blobs, run.run_id = store, blobs, run_id
+        run.head, run.epoch = head, head.owner_epoch
+        restored = restore(blobs, head)
+        run.parts, run.observations = restored.parts, list(restored.observations)
+        return run
 
     def seal(self, boundary: Boundary, new_observations: list[Observation] | None = None) -> None:
         self.head = seal_checkpoint(
@@ -154,6 +168,12 @@ class _Run:
         self.seal(Boundary.VERIFIED if verdict.passed else Boundary.GENERATING)
         return verdict.passed
 
+    def forge_evidence(self, candidate_hash: str) -> None:
+        """Break the run on purpose: seal evidence that names another candidate hash (the check must fail)."""
+        forged = self.parts.evidence[-1].model_copy(update={"candidate_hash": candidate_hash})
+        self.parts = dataclasses.replace(self.parts, evidence=(*self.parts.evidence, forged))
+        self.seal(self.head.boundary)
+
     def finish(self, status: str) -> None:
         self.store.set_run_status(self.run_id, status)
         self.store.append_event(Event(event_type=EventType.RUN_FINISHED, run_id=self.run_id,
@@ -164,9 +184,9 @@ class _Run:
 def seed_run(store: SqlStore, blobs: Blobs, plan: SeedPlan, index: int) -> SeededRun:
     """Run `index` of `plan`: launched, adopted, drafted and verified; finished, or left active."""
     kind = plan.kind_of(index)
-    placements = _placements()
+    placements = seed_placements()
     ttl = 0.05 if kind == "lapsed" else 24 * 3600.0
-    run = _Run(store, blobs, plan.run_id(index), placements[index % len(placements)], ttl)
+    run = WorkerRun(store, blobs, plan.run_id(index), placements[index % len(placements)], ttl)
     run.draft(1)
     passed = run.verify()
     if kind == "finished":
@@ -187,14 +207,6 @@ def seed(store: SqlStore, blobs: Blobs, plan: SeedPlan, *, start: int = 0,
 
 def add_draft(store: SqlStore, blobs: Blobs, run_id: str, number: int) -> ExecutionCheckpoint:
     """A new candidate for an active seeded run (its verifier evidence no longer binds)."""
-    run = _Run.__new__(_Run)
-    run.store, run.blobs, run.run_id = store, blobs, run_id
-    head = store.latest_checkpoint(run_id)
-    if head is None:
-        raise ValueError(f"run {run_id} has no checkpoint")
-    run.head, run.epoch = head, head.owner_epoch
-    restored = restore(blobs, head)
-    run.parts = restored.parts
-    run.observations = list(restored.observations)
+    run = WorkerRun.resume(store, blobs, run_id)
     run.draft(number)
     return run.head

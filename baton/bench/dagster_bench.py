@@ -12,12 +12,14 @@ Results go to `docs/benchmarks-dagster.json` and a generated section of
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +28,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from baton.bench import machine, report
-from baton.bench.dagster_seed import SeedPlan, seed
+from baton.bench.dagster_seed import SeedPlan, seed_run
 from baton.store.factory import open_blobs, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 JSON_NAME = "benchmarks-dagster.json"
 SECTION = "dagster"
 TITLE = "5. The Dagster platform at 1,000 and 10,000 runs"
+CHUNK = 50
+SHM = Path("/dev/shm")
 SENSOR_ORDER = ("run_discovery", "release_change", "environment_change", "artifact_change", "lease_expiry",
                 "freshness_reverification")
 
@@ -49,6 +53,9 @@ class Options:
     reverify: int = 3
     active_share: float = 0.1
     lapsed_share: float = 0.01
+    seed_jobs: int = 2
+    seed_on_tmpfs: bool = True
+    """Seed on /dev/shm (fsync costs nothing there), then copy the home to the work directory's disk."""
 
     def __post_init__(self) -> None:
         if not self.sizes or min(self.sizes) < 1:
@@ -60,15 +67,31 @@ class Options:
         SeedPlan(1, active_share=self.active_share, lapsed_share=self.lapsed_share)  # validates the shares
 
 
-def _seed(home: Path, plan: SeedPlan, progress: Progress, task: TaskID) -> float:
-    store = open_store(None, home)
+def _seed_chunk(home: str, plan: SeedPlan, indices: list[int]) -> int:
+    """Seed the runs `indices` of `plan` into `home` (one worker process's share)."""
+    store = open_store(None, Path(home))
     try:
-        blobs = open_blobs(home, store)
-        started = time.perf_counter()
-        seed(store, blobs, plan, progress=lambda i: progress.update(task, completed=i + 1))
-        return time.perf_counter() - started
+        blobs = open_blobs(Path(home), store)
+        for index in indices:
+            seed_run(store, blobs, plan, index)
     finally:
         store.close()
+    return len(indices)
+
+
+def _seed(home: Path, plan: SeedPlan, jobs: int, progress: Progress, task: TaskID) -> float:
+    """Seed every run of `plan` into `home` with `jobs` processes (SQLite WAL serialises their commits)."""
+    started = time.perf_counter()
+    _seed_chunk(str(home), plan, [0])  # one first, alone: the schema and the catalog are created once
+    indices = list(range(1, plan.runs))
+    chunks = [indices[i:i + CHUNK] for i in range(0, len(indices), CHUNK)]
+    done = 1
+    progress.update(task, completed=done)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for finished in as_completed([pool.submit(_seed_chunk, str(home), plan, chunk) for chunk in chunks]):
+            done += finished.result()
+            progress.update(task, completed=done)
+    return time.perf_counter() - started
 
 
 def _drive(argv: list[str], progress: Progress, task: TaskID, log: Path) -> None:
@@ -91,16 +114,25 @@ def _drive(argv: list[str], progress: Progress, task: TaskID, log: Path) -> None
 
 
 def run_size(runs: int, options: Options, workdir: Path | None, progress: Progress) -> dict[str, Any]:
-    """Seed `runs` runs into a fresh home, then measure them under a fresh Dagster instance."""
+    """Seed `runs` runs into a fresh home, then measure them under a fresh Dagster instance on disk."""
     root = Path(tempfile.mkdtemp(prefix=f"baton-bench-dagster-{runs}-", dir=workdir))
+    on_tmpfs = options.seed_on_tmpfs and SHM.is_dir()
+    seed_root = Path(tempfile.mkdtemp(prefix=f"baton-bench-seed-{runs}-", dir=SHM)) if on_tmpfs else root
     try:
         home, dagster_home = root / "baton-home", root / "dagster-home"
-        home.mkdir()
+        seed_home = seed_root / "baton-home"
+        seed_home.mkdir()
         dagster_home.mkdir()
         shutil.copy(PROJECT_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
         plan = SeedPlan(runs, active_share=options.active_share, lapsed_share=options.lapsed_share)
         task = progress.add_task(f"{runs:,} runs: seeding the Baton store", total=runs)
-        seeded_s = _seed(home, plan, progress, task)
+        seeded_s = _seed(seed_home, plan, options.seed_jobs, progress, task)
+        copied_s = 0.0
+        if on_tmpfs:
+            progress.update(task, description=f"{runs:,} runs: copying the store to disk")
+            started = time.perf_counter()
+            shutil.copytree(seed_home, home)  # the store is closed: its SQLite file and WAL copy whole
+            copied_s = time.perf_counter() - started
         out = root / "result.json"
         argv = [sys.executable, "-m", "pipelines.bench_dagster", "--baton-home", str(home),
                 "--dagster-home", str(dagster_home), "--runs", str(runs), "--samples", str(options.samples),
@@ -111,11 +143,18 @@ def run_size(runs: int, options: Options, workdir: Path | None, progress: Progre
         _drive(argv, progress, task, root / "driver.log")
         progress.update(task, description=f"{runs:,} runs: done", completed=1, total=1)
         result: dict[str, Any] = json.loads(out.read_text())
+        result["measured_at"] = machine.describe(workdir)["measured_at"]
         result["seed_s"] = round(seeded_s, 2)
         result["seed_ms_per_run"] = round(seeded_s * 1000.0 / runs, 2)
+        result["seeded_on"] = "tmpfs (/dev/shm), then copied to disk" if on_tmpfs else "disk"
+        result["seed_jobs"] = options.seed_jobs
+        result["samples"] = options.samples
+        result["copy_to_disk_s"] = round(copied_s, 2)
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if seed_root != root:
+            shutil.rmtree(seed_root, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------- report
@@ -149,8 +188,9 @@ def graphql_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[lis
 def setup_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     header = ["step"] + [f"@{r['runs']:,} runs" for r in results]
     rows = [
-        ["seeding the Baton store (Baton's calls)"] + [f"{r['seed_s']:.1f} s ({r['seed_ms_per_run']:.1f} ms/run)"
-                                                         for r in results],
+        ["seeding the Baton store (Baton's calls; setup, not a measured figure)"] + [
+            f"{r['seed_s']:.1f} s ({r['seed_ms_per_run']:.1f} ms/run, {r.get('seed_jobs', 1)} processes, "
+            f"{r.get('seeded_on', 'disk')})" for r in results],
         ["Baton events read by discovery"] + [f"{r['catch_up']['baton_events_read']:,}" for r in results],
         ["discovery catch-up from cursor 0"] + [
             f"{r['catch_up']['total_s']:.1f} s in {r['catch_up']['ticks']} ticks" for r in results],
@@ -179,12 +219,15 @@ def archive_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[lis
 
 def markdown_section(document: dict[str, Any]) -> str:
     results = document["results"]
+    commands = sorted({r.get("command", document["command"]) for r in results})
     parts = [
-        f"Generated by `{document['command']}`.",
+        "Generated by " + " and ".join(f"`{c}`" for c in commands) + " (measured "
+        + ", ".join(f"{r['runs']:,} runs at {r.get('measured_at', '?')}" for r in results) + ").",
         "",
         *report.machine_lines(document["machine"]),
         f"- Dagster {document['dagster']} (instance on SQLite under a fresh DAGSTER_HOME; Baton's store on SQLite)",
-        f"- samples: {document['options']['samples']} rounds of ticks and timed requests per query; "
+        "- samples (rounds of ticks, and timed requests per query): "
+        + ", ".join(f"{r.get('samples', document['options']['samples'])} at {r['runs']:,} runs" for r in results) + "; "
         f"{document['options']['active_share']:.0%} of runs active, {document['options']['lapsed_share']:.0%} "
         "with a lapsed lease, the rest finished",
         "",
@@ -231,32 +274,60 @@ def command_line(options: Options, out: Path | None) -> str:
     return text + (f" --out {out}" if out is not None else "")
 
 
-def main(*, options: Options | None = None, out: Path | None = None, as_json: bool = False,
-         workdir: Path | None = None, console: Console | None = None) -> dict[str, Any]:
-    """Measure every size in `options.sizes`; write the JSON and the Markdown section under `out`."""
+def _previous(out: Path | None) -> dict[int, dict[str, Any]]:
+    """Results of earlier runs at other sizes in `out`'s JSON (kept when a size is re-measured alone)."""
+    if out is None or not (out / JSON_NAME).is_file():
+        return {}
+    try:
+        document = json.loads((out / JSON_NAME).read_text())
+        return {int(r["runs"]): r for r in document.get("results", []) if "command" in r}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def _document(options: Options, out: Path | None, workdir: Path | None, results: list[dict[str, Any]]) -> dict[str, Any]:
     from importlib import metadata
 
-    options = options or Options()
-    console = console or Console(stderr=True)
-    results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=as_json) as progress:
-        for runs in options.sizes:
-            results.append(run_size(runs, options, workdir, progress))
-    document = {
+    return {
         "command": command_line(options, out),
         "machine": machine.describe(workdir),
         "dagster": metadata.version("dagster"),
         "options": {"sizes": list(options.sizes), "samples": options.samples, "keep_finished": options.keep_finished,
                     "reverify": options.reverify, "active_share": options.active_share,
-                    "lapsed_share": options.lapsed_share},
-        "results": results,
+                    "lapsed_share": options.lapsed_share, "seed_jobs": options.seed_jobs,
+                    "seed_on_tmpfs": options.seed_on_tmpfs},
+        "results": sorted(results, key=lambda r: int(r["runs"])),
     }
+
+
+def write(out: Path, document: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / JSON_NAME).write_text(report.dump_json(document))
+    report.update_markdown(out / "benchmarks.md", SECTION, markdown_section(document), TITLE)
+
+
+def main(*, options: Options | None = None, out: Path | None = None, as_json: bool = False,
+         workdir: Path | None = None, console: Console | None = None) -> dict[str, Any]:
+    """Measure every size in `options.sizes`; after each, write the JSON and the Markdown section under `out`.
+
+    Results at sizes not measured this time are kept from `out`'s JSON, each with its own command and time.
+    """
+    options = options or Options()
+    console = console or Console(stderr=True)
+    kept = {n: r for n, r in _previous(out).items() if n not in options.sizes}
+    results: list[dict[str, Any]] = []
+    command = command_line(options, out)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=as_json) as progress:
+        for runs in options.sizes:
+            result = run_size(runs, options, workdir, progress)
+            result["command"] = command
+            results.append(result)
+            if out is not None:
+                write(out, _document(options, out, workdir, [*kept.values(), *results]))
+    document = _document(options, out, workdir, [*kept.values(), *results])
     if not as_json:
         print_tables(document, console)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / JSON_NAME).write_text(report.dump_json(document))
-        report.update_markdown(out / "benchmarks.md", SECTION, markdown_section(document), TITLE)
         console.print(f"wrote {out / JSON_NAME} and {out / 'benchmarks.md'}")
     return document

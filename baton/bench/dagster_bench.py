@@ -314,8 +314,8 @@ def main(*, options: Options | None = None, out: Path | None = None, as_json: bo
     """
     options = options or Options()
     console = console or Console(stderr=True)
-    kept = {n: r for n, r in _previous(out).items() if n not in options.sizes}
     results: list[dict[str, Any]] = []
+    kept: dict[int, dict[str, Any]] = {}
     command = command_line(options, out)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=as_json) as progress:
@@ -323,7 +323,8 @@ def main(*, options: Options | None = None, out: Path | None = None, as_json: bo
             result = run_size(runs, options, workdir, progress)
             result["command"] = command
             results.append(result)
-            if out is not None:
+            if out is not None:  # other sizes' results as they are in the file now (another run may have written)
+                kept = {n: r for n, r in _previous(out).items() if n not in options.sizes}
                 write(out, _document(options, out, workdir, [*kept.values(), *results]))
     document = _document(options, out, workdir, [*kept.values(), *results])
     if not as_json:

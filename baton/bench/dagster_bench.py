@@ -55,7 +55,7 @@ class Options:
     lapsed_share: float = 0.01
     seed_jobs: int = 2
     seed_on_tmpfs: bool = True
-    """Seed on /dev/shm (fsync costs nothing there), then copy the home to the work directory's disk."""
+    """Seed on /dev/shm (fsync costs nothing there), then copy the home to the work directory."""
 
     def __post_init__(self) -> None:
         if not self.sizes or min(self.sizes) < 1:
@@ -146,7 +146,7 @@ def run_size(runs: int, options: Options, workdir: Path | None, progress: Progre
         result["measured_at"] = machine.describe(workdir)["measured_at"]
         result["seed_s"] = round(seeded_s, 2)
         result["seed_ms_per_run"] = round(seeded_s * 1000.0 / runs, 2)
-        result["seeded_on"] = "tmpfs (/dev/shm), then copied to disk" if on_tmpfs else "disk"
+        result["seeded_on"] = "tmpfs (/dev/shm), copied to the work directory" if on_tmpfs else "the work directory"
         result["seed_jobs"] = options.seed_jobs
         result["samples"] = options.samples
         result["copy_to_disk_s"] = round(copied_s, 2)
@@ -173,31 +173,51 @@ def tick_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[s
     return header, rows
 
 
+def _latency(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "not measured"
+    if entry.get("timed_out_after_s") is not None:
+        return f"timed out (> {entry['timed_out_after_s']:.0f} s)"
+    return f"{entry['p50_ms']:.1f} / {entry['p95_ms']:.1f}"
+
+
 def graphql_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     header = ["GraphQL query"] + [f"p50 / p95 ms @{r['runs']:,}" for r in results]
-    names = list(results[0]["graphql"])
-    rows = [[f"`{n}`"] + [f"{r['graphql'][n]['p50_ms']:.1f} / {r['graphql'][n]['p95_ms']:.1f}" for r in results]
-            for n in names]
-    for n in results[0]["graphql_after_archive"]:
-        rows.append([f"`{n}` after archiving"] + [
-            f"{r['graphql_after_archive'][n]['p50_ms']:.1f} / {r['graphql_after_archive'][n]['p95_ms']:.1f}"
-            for r in results])
+    names = list(dict.fromkeys(n for r in results for n in r.get("graphql", {})))
+    rows = [[f"`{n}`"] + [_latency(r.get("graphql", {}).get(n)) for r in results] for n in names]
+    after = list(dict.fromkeys(n for r in results for n in r.get("graphql_after_archive", {})))
+    rows += [[f"`{n}` after archiving"] + [_latency(r.get("graphql_after_archive", {}).get(n)) for r in results]
+             for n in after]
     return header, rows
+
+
+def _seed_cell(r: dict[str, Any]) -> str:
+    if r.get("seed_s") is None:
+        return r.get("seed_note", "not recorded")
+    return (f"{r['seed_s']:.1f} s ({r['seed_ms_per_run']:.1f} ms/run, {r.get('seed_jobs', 1)} processes, "
+            f"{r.get('seeded_on', 'the work directory')})")
+
+
+def _catch_up_cell(r: dict[str, Any]) -> str:
+    c = r["catch_up"]
+    if "skipped" in c:
+        return f"not measured ({c['skipped']}; {c['add_partitions_s']:.2f} s)" + (
+            f"; {r['catch_up_note']}" if r.get("catch_up_note") else "")
+    return f"{c['total_s']:.1f} s in {c['ticks']} ticks, {c['materializations_written']:,} materializations"
 
 
 def setup_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     header = ["step"] + [f"@{r['runs']:,} runs" for r in results]
     rows = [
-        ["seeding the Baton store (Baton's calls; setup, not a measured figure)"] + [
-            f"{r['seed_s']:.1f} s ({r['seed_ms_per_run']:.1f} ms/run, {r.get('seed_jobs', 1)} processes, "
-            f"{r.get('seeded_on', 'disk')})" for r in results],
+        ["seeding the Baton store (Baton's calls; setup, not a measured figure)"] + [_seed_cell(r) for r in results],
         ["Baton events read by discovery"] + [f"{r['catch_up']['baton_events_read']:,}" for r in results],
-        ["discovery catch-up from cursor 0"] + [
-            f"{r['catch_up']['total_s']:.1f} s in {r['catch_up']['ticks']} ticks" for r in results],
+        ["discovery catch-up from cursor 0 (every run's versions reported)"] + [_catch_up_cell(r) for r in results],
         ["partitions after catch-up"] + [f"{r['catch_up']['partitions']:,}" for r in results],
-        ["`reverification_job` in process (p50)"] + [f"{r['reverification_job'].get('p50_ms', 0) / 1000:.2f} s"
-                                                     for r in results],
-        ["dagster-webserver first GraphQL answer"] + [f"{r['webserver_ready_s']:.1f} s" for r in results],
+        ["`reverification_job` in process (p50)"] + [
+            f"{r['reverification_job']['p50_ms'] / 1000:.2f} s" if r.get("reverification_job", {}).get("n")
+            else "not measured" for r in results],
+        ["dagster-webserver first GraphQL answer"] + [
+            f"{r['webserver_ready_s']:.1f} s" if "webserver_ready_s" in r else "not measured" for r in results],
     ]
     return header, rows
 

@@ -1,58 +1,63 @@
-"""Screenshots of the Dagster UI for the README: a run's asset lineage, a STALE evidence partition, a failed check.
+"""Screenshots of the Dagster UI for the README, made from scratch: a run's lineage, a STALE partition, a failed check.
 
-Run against a live webserver that already shows such a run (for example
-`baton platform` after the fleet has run for a while):
+    .venv/bin/python scripts/dagster_screenshots.py --out docs/img
 
-    .venv/bin/python scripts/dagster_screenshots.py --url http://127.0.0.1:3000 --run RUN_ID \
-        [--stale-run RUN_ID] [--failed-check-run RUN_ID] --out docs/img
-
-Headless Chromium from the system (`apt-get install -y chromium`); Playwright's
-own browsers are not downloaded. Each page is given time to settle by waiting
-for the network to go idle and for a text the page must show, never a fixed sleep.
+Builds a fresh Baton home and DAGSTER_HOME in a temporary directory
+(`pipelines.analyst_scene`: a re-verified run, a run with a new candidate, a
+run whose evidence names another hash), starts a real dagster-webserver over
+them on loopback, and drives headless system Chromium through the analyst's
+pages (`pipelines.analyst_ui`). Each page is held until the text it must show
+is there. The webserver is stopped (its whole process group) and the
+temporary directory removed at the end, unless `--keep` names a directory to
+build in instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import tempfile
 from pathlib import Path
-from urllib.parse import quote
 
-from playwright.sync_api import Page, sync_playwright
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a file: the project's packages come from the checkout
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-def shoot(page: Page, url: str, must_show: str, path: Path) -> None:
-    """Open `url`, wait until `must_show` is on the page, save a full-page PNG at `path`."""
-    page.goto(url, wait_until="networkidle", timeout=60_000)
-    page.get_by_text(must_show, exact=False).first.wait_for(timeout=60_000)
-    page.wait_for_load_state("networkidle", timeout=60_000)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(path), full_page=False)
-    print(f"wrote {path} ({url})")
+from pipelines import analyst_ui as ui  # noqa: E402
+from pipelines.analyst_scene import BROKEN_RUN, LINEAGE_RUN, STALE_RUN, build_scene, start_webserver  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:3000")
-    parser.add_argument("--run", required=True, help="the run partition whose lineage is shown")
-    parser.add_argument("--stale-run", help="a run whose verifier_evidence partition is STALE (default: --run)")
-    parser.add_argument("--failed-check-run", help="a run with a failed asset check (default: --run)")
-    parser.add_argument("--out", type=Path, default=Path("docs/img"))
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "img", help="where the PNGs go")
+    parser.add_argument("--keep", type=Path, help="build the scene in this (new) directory and keep it")
     args = parser.parse_args()
-    base = args.url.rstrip("/")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        shoot(page, f"{base}/assets/checkpoints?view=lineage&lineageScope=upstream&partition={quote(args.run)}",
-              "verifier_evidence", args.out / "dagster-run-lineage.png")
-        shoot(page, f"{base}/assets/verifier_evidence?partition={quote(args.stale_run or args.run)}",
-              "Stale", args.out / "dagster-stale-evidence.png")
-        shoot(page, f"{base}/assets/verifier_evidence?view=checks&partition={quote(args.failed_check_run or args.run)}",
-              "Failed", args.out / "dagster-failed-check.png")
-        browser.close()
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep {args.keep} exists already; name a new directory")
+    root = args.keep or Path(tempfile.mkdtemp(prefix="baton-dagster-ui-"))
+    try:
+        scene = build_scene(root)
+        print(f"scene: {LINEAGE_RUN} (re-verified), {STALE_RUN} (new candidate), {BROKEN_RUN} (forged evidence)")
+        procs, url = start_webserver(scene, root / "logs")
+        try:
+            with ui.browser_page() as page:
+                ui.dismiss_welcome(page, url)
+                shots = (
+                    (ui.LINEAGE, lambda: ui.open_lineage(page, url)),
+                    (ui.RUN_VERSIONS, lambda: ui.open_run_versions(page, url, LINEAGE_RUN)),
+                    (ui.STALE, lambda: ui.open_stale(page, url, STALE_RUN)),
+                    (ui.FAILED_CHECK, lambda: ui.open_failed_check(page, url)),
+                )
+                for view, open_view in shots:
+                    open_view()
+                    print(f"wrote {ui.shoot(page, args.out / view.image)} ({view.name})")
+        finally:
+            procs.stop_all()
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -28,6 +28,7 @@ from assets.events import DATA_VERSION_TAG, EXTERNAL_ASSETS, asset_event_for
 from assets.partitions import RUNS_PARTITIONS_NAME
 from baton.lineage import ASSETS
 from baton.platform import sensor_decisions as decide
+from baton.platform.archive import KEEP_FINISHED_ENV, keep_finished_from
 from baton.platform.sensor_decisions import Decisions, JobRequest
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
@@ -35,14 +36,12 @@ from pipelines.jobs import HandoffConfig, handoff_job, reverification_job
 from pipelines.resources import BatonResource
 
 INTERVAL_S = 5  # the daemon's floor: shorter intervals still tick about every 5 s
-KEEP_FINISHED_ENV = "BATON_KEEP_FINISHED_RUNS"
 
 
 def _keep_finished() -> int:
     import os
 
-    value = os.environ.get(KEEP_FINISHED_ENV, "").strip()
-    return int(value) if value else decide.DEFAULT_KEEP_FINISHED
+    return keep_finished_from(os.environ.get(KEEP_FINISHED_ENV))
 
 
 def run_request(request: JobRequest) -> RunRequest:

@@ -189,6 +189,26 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit_json(document)
 
+    @bench.command("dagster")
+    def dagster(
+        runs: str = typer.Option("1000,10000", "--runs", help="Baton run counts to measure at, comma-separated."),
+        samples: int = typer.Option(10, "--samples", min=1, help="Tick rounds, and timed requests per GraphQL query."),
+        keep_finished: int = typer.Option(200, "--keep-finished", min=0, help="Finished runs kept as partitions."),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+        out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) to write the JSON and benchmarks.md into."),
+        workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
+    ) -> None:
+        """Dagster platform: sensor tick time, GraphQL latency and the archive step at N runs (a subprocess runs Dagster)."""
+        from baton.bench.dagster_bench import Options, main
+
+        try:
+            options = Options(sizes=_parse_steps(runs), samples=samples, keep_finished=keep_finished)
+        except (ValueError, typer.BadParameter) as exc:
+            raise typer.BadParameter(str(exc).replace("--steps", "--runs")) from exc
+        document = main(options=options, out=out, as_json=as_json, workdir=workdir)
+        if as_json:
+            _emit_json(document)
+
     @bench.command("all")
     def run_all(
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document keyed by sub-benchmark."),

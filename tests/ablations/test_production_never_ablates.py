@@ -1,6 +1,6 @@
 """No production code can switch a protection off.
 
-Only the fault harness (`baton/faults/`) and the tests may set BATON_ABLATE or
+Only the fault harness (`baton/faults/`), the simulation (`baton/sim/`) and the tests may set BATON_ABLATE or
 call `ablation_env`; `baton/ablation.py` defines them. Every other Python
 module of the shipped packages, and the Makefile, configuration files and
 scripts, is scanned here: a module that names `ablation_env`, imports the
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("baton", "assets", "sensors", "pipelines", "dashboard")
-ALLOWED = (ROOT / "baton" / "ablation.py", ROOT / "baton" / "faults")
+ALLOWED = (ROOT / "baton" / "ablation.py", ROOT / "baton" / "faults", ROOT / "baton" / "sim")
 TEXT_FILES = ("Makefile", "dagster.yaml", "workspace.yaml", "pyproject.toml")
 FORBIDDEN_NAMES = frozenset({"ablation_env", "ENV_VAR"})
 VARIABLE = "BATON_ABLATE"
@@ -51,7 +51,7 @@ def test_the_scan_covers_the_code_that_consults_the_switches() -> None:
     scanned = {path.relative_to(ROOT).as_posix() for path in production_modules()}
     for module in ("baton/gateway.py", "baton/store/operations_sql.py", "baton/cli/fleet_cmd.py", "baton/compat.py"):
         assert module in scanned
-    assert not any(name.startswith("baton/faults/") for name in scanned)
+    assert not any(name.startswith(("baton/faults/", "baton/sim/")) for name in scanned)
 
 
 def test_no_production_module_sets_an_ablation() -> None:

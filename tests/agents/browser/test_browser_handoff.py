@@ -147,7 +147,8 @@ def _old_epoch_capability(world: BrowserWorld, epoch: int, key: str, artifact: s
 
 def test_a_stale_worker_and_a_submit_without_capability_are_refused_by_the_app_itself(world: BrowserWorld) -> None:
     (submitted,) = [s for s in world.records(SUBMISSIONS_FILE) if s["run_id"] == RUN]
-    stale_epoch = submitted["epoch"] - 1
+    stale_epoch = min(s["epoch"] for s in world.records("sessions.jsonl") if s.get("run_id") == RUN)
+    assert stale_epoch < submitted["epoch"]  # the first owner's epoch
     payload = {"draft_id": submitted["draft_id"], "version": submitted["version"],
                "submission_hash": submitted["submission_hash"]}
     key = f"{RUN}:submit:stale"

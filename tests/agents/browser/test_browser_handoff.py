@@ -171,3 +171,83 @@ def test_a_stale_worker_and_a_submit_without_capability_are_refused_by_the_app_i
     response = httpx.get(f"{world.app.url}/api/drafts/{submitted['draft_id']}",
                          cookies={"wa_session": stale_sessions[-1]["session_id"]})
     assert response.status_code == 401 and response.json()["error"] in ("session_fenced", "session_expired")
+
+
+class Trigger(threading.Thread):
+    """Asks for a move once `run_id` has confirmed page 1; then runs `after` (e.g. a person edits the draft)."""
+
+    def __init__(self, world: BrowserWorld, run_id: str, request: HandoffRequest, after: Any = None) -> None:
+        super().__init__(daemon=True)
+        self.world, self.run_id, self.request, self.after = world, run_id, request, after
+        self.outcome: HandoffOutcome | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:  # noqa: D102 - thread body
+        try:
+            wait_for(lambda: _confirmed_page(self.world, self.run_id) >= 2, timeout_s=90, what="page 1 to be confirmed")
+            self.outcome = self.world.coordinator().handoff(self.request)
+            if self.after is not None:
+                self.after()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            self.error = exc
+
+
+def _person_edits_the_draft(world: BrowserWorld, run_id: str) -> None:
+    """Alice, a person of the same account, logs in with her password and changes the run's draft."""
+    import json
+    import re
+
+    password = json.loads((world.data_dir / "accounts.json").read_text())["accounts"]["acme"]["people"]["alice"]
+    draft = next(d for d in world.records("drafts.jsonl") if d["writer"].get("run_id") == run_id)["draft_id"]
+    with httpx.Client(base_url=world.app.url, timeout=5.0) as person:
+        assert person.post("/login", data={"account": "acme", "user": "alice", "password": password}).status_code == 303
+        version = person.get(f"/api/drafts/{draft}").json()["version"]
+        page = person.get(f"/drafts/{draft}/page/1").text
+        csrf = re.search(r"name='csrf_token' value='([^']+)'", page).group(1)  # type: ignore[union-attr]
+        saved = person.post(f"/drafts/{draft}/page/1", data={"csrf_token": csrf, "base_version": str(version),
+                                                              "company": "Acme Holdings", "country": "FR"})
+        assert saved.status_code == 303, saved.text
+
+
+def test_a_draft_changed_by_someone_else_during_the_move_is_not_resumed_but_escalated(
+    world: BrowserWorld, chromium: Any,
+) -> None:
+    run_id = "browser-tampered-1"
+    world.launch(run_id)
+    trigger = Trigger(world, run_id, HandoffRequest(run_id, "browser_pool_drained", preferred_targets=(SPARE,),
+                                                    excluded_placements=(POOL,)),
+                      after=lambda: _person_edits_the_draft(world, run_id))
+    trigger.start()
+    first = world.run_once(world.executor(world.services(BrowserPool(world.app.url, browser=chromium),
+                                                         boundary_pause_s=0.4), "worker:c", POOL), run_id)
+    trigger.join(timeout=120)
+    assert trigger.error is None, trigger.error
+    assert first.result == "handed_off"
+    second = world.run_once(world.executor(world.services(BrowserPool(world.app.url, browser=chromium)), "worker:d",
+                                           SPARE), run_id)
+    assert second.result == "escalated", second
+    assert "alice" in second.detail
+    assert not [s for s in world.records(SUBMISSIONS_FILE) if s["run_id"] == run_id]  # nothing was submitted
+    chosen = world.resume_events(run_id)[-1]
+    assert chosen["resume_class"] == "NOT_RESUMABLE" and "alice" in chosen["reason"]
+    assert chosen["server_version"] > chosen["confirmed_version"]
+
+
+def test_a_move_that_aborts_leaves_the_run_on_its_worker_which_reopens_the_durable_url(
+    world: BrowserWorld, chromium: Any,
+) -> None:
+    run_id = "browser-stays-1"
+    world.launch(run_id)
+    nowhere = HandoffRequest(run_id, "scheduler_rebalance", excluded_placements=(POOL, SPARE))
+    trigger = Trigger(world, run_id, nowhere)
+    trigger.start()
+    outcome = world.run_once(world.executor(world.services(BrowserPool(world.app.url, browser=chromium),
+                                                           boundary_pause_s=0.4), "worker:e", POOL), run_id)
+    trigger.join(timeout=120)
+    assert trigger.error is None, trigger.error
+    assert trigger.outcome is not None and not trigger.outcome.committed
+    assert outcome.result == "verified", outcome
+    classes = [e["resume_class"] for e in world.resume_events(run_id)]
+    assert classes[0] == "RECONSTRUCT_SESSION"  # the first start: a session from a scoped credential
+    assert "REOPEN_DURABLE_URL" in classes[1:]  # after the aborted move: same worker, live session, durable URL
+    assert len([s for s in world.records(SUBMISSIONS_FILE) if s["run_id"] == run_id]) == 1

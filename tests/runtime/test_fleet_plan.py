@@ -86,3 +86,12 @@ def test_every_default_placement_hosts_the_catalog_releases_bundle_and_contract(
         for release in RELEASES.values():
             assert release.verifier_bundle in placement.verifiers, placement.name
             assert release.tool_contract in placement.tools, placement.name
+
+
+def test_with_browser_runs_every_third_run_fills_the_form_on_a_browser_pool() -> None:
+    specs = plan_runs(9, hosting(), prefix="f", browser=True)
+    browser = [s for s in specs if s.kind is RunKind.BROWSER]
+    assert [specs.index(s) for s in browser] == [2, 5, 8]
+    assert {s.placement.name for s in browser} == {"browser-pool-eu"}
+    assert all(s.authority is AuthorityLevel.SANDBOX_MUTATE and s.task_input["account"] for s in browser)
+    assert not [s for s in plan_runs(9, hosting(), prefix="f") if s.kind is RunKind.BROWSER]  # off by default

@@ -43,6 +43,7 @@ BROWSER_STATE = "browser"
 DRAFT_PREFIX = "webapp://drafts/"
 FRESHNESS_S = 300.0
 FORM_VERIFIER = "form-check-1"
+_LOGIN_ATTEMPTS = 3
 _SESSION_LOST = frozenset({"no_session", "unknown_session", "session_expired", "session_revoked"})
 _BEFORE_COMMIT = (
     Boundary.GENERATING,
@@ -95,10 +96,22 @@ class _Browsing:
         self.session: BrowserSession = pool.session(ctx.run_id)
 
     def login(self) -> None:
-        """A new session from a scoped credential the authority issues now (held in this frame only)."""
-        credential = self.ctx.scoped_credential(LOGIN_OPERATION, scope=account_scope(self.account),
-                                                level=AuthorityLevel.OBSERVE)
-        self.session.login(self.account, credential)
+        """A new session from a scoped credential the authority issues now (held in this frame only).
+
+        The credential lives no longer than the run's lease, so it is asked for when the login form is
+        already filled in, and asked for again if it expired on the way.
+        """
+        def credential() -> str:
+            return self.ctx.scoped_credential(LOGIN_OPERATION, scope=account_scope(self.account),
+                                              level=AuthorityLevel.OBSERVE)
+
+        for attempt in range(_LOGIN_ATTEMPTS):
+            try:
+                self.session.login(self.account, credential)
+                return
+            except BrowserStepError as exc:
+                if exc.error != "capability:expired" or attempt == _LOGIN_ATTEMPTS - 1:
+                    raise
 
     def step(self, action: Any) -> Any:
         """Run one browser action; if the session was lost meanwhile, rebuild it once and redo the action."""

@@ -75,11 +75,11 @@ class BrowserSession:
         """True when the application accepts this context's session right now."""
         return self.page.request.get(self._url("/api/session")).status == 200
 
-    def login(self, account: str, credential: str) -> None:
-        """Log in through the login page with a scoped credential (used once, never kept)."""
+    def login(self, account: str, credential: Callable[[], str]) -> None:
+        """Log in through the login page with a scoped credential (asked for at the last moment, never kept)."""
         self.page.goto(self._url("/login?next=/drafts"))
         self.page.fill("#account", account)
-        self.page.fill("#credential", credential)
+        self.page.fill("#credential", credential())
         landed = self._submit("login", "#login-submit")
         if landed != "/drafts":
             raise BrowserStepError("login", 200, "unexpected_page", f"landed on {landed}")

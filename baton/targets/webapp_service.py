@@ -166,7 +166,7 @@ def create_app(
     drafts = Drafts(data)
     accounts = load_accounts(data)
     keys = KeyFile(trust) if trust is not None else None
-    verifier_box: list[CapabilityVerifier] = []
+    verifiers: list[CapabilityVerifier] = []  # the one for the key set loaded last (rebuilt when it rotates)
     if guard is None and keys is not None:
         guard = TargetGuard(keys, submit_policy())
     app = FastAPI(title="baton web application")
@@ -200,9 +200,9 @@ def create_app(
     def verifier() -> CapabilityVerifier:
         assert keys is not None
         loaded = keys()
-        if not verifier_box or verifier_box[0].trusted is not loaded:
-            verifier_box[:] = [CapabilityVerifier(loaded)]
-        return verifier_box[0]
+        if not verifiers or verifiers[0].trusted is not loaded:
+            verifiers[:] = [CapabilityVerifier(loaded)]
+        return verifiers[0]
 
     def agent_login(account: str, credential: str) -> Session:
         if keys is None:
@@ -245,7 +245,8 @@ def create_app(
         else:
             return refusal(403, "bad_credential", "give a scoped credential, or a user and a password")
         target = form.get("next", "/drafts")
-        response = RedirectResponse(target if target.startswith("/") else "/drafts", status_code=303)
+        local = target.startswith("/") and not target.startswith("//")  # never a redirect off this application
+        response = RedirectResponse(target if local else "/drafts", status_code=303)
         response.set_cookie(SESSION_COOKIE, session.session_id, httponly=True, samesite="strict", path="/",
                             max_age=int(session_ttl_s))
         return response

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,7 @@ class Sessions:
             self._live[session.session_id] = session
         return session
 
-    def get(self, session_id: str | None, fence_mark: Any = None) -> Session:
+    def get(self, session_id: str | None, fence_mark: Callable[[str], int | None] | None = None) -> Session:
         """The live session named by a cookie; SessionRefused saying why not.
 
         `fence_mark(run_id)` gives the highest epoch the app has seen for a run:

@@ -44,7 +44,7 @@ from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.models import AuthorityLevel, Event, EventType, Placement
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
-from baton.runtime.fleet_chaos import moves_for
+from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
 from baton.runtime.fleet_plan import plan_runs, worker_placements
 from baton.runtime.fleet_summary import FleetSummary, summarize
 from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, with_source_alive
@@ -349,9 +349,7 @@ class Fleet:
             return False
         self.chaos_fired[event.reason.value] = self.chaos_fired.get(event.reason.value, 0) + 1
         record_chaos(store, event, list(hosting))  # the infrastructure change, as a catalog event
-        if event.reason is ChaosReason.BROWSER_POOL_DRAINED and self.webapp is not None:
-            # The pool's browsers go away, and every session they held dies with them.
-            self.webapp.revoke_sessions(reason=f"browser pool {event.source_placement} drained ({event.event_id})")
+        revoke_drained_sessions(event, [m.run_id for m in moves], self.webapp)  # they die with the pool's browsers
         if event.kill_worker:
             for slot in supervisor.on_placement(event.source_placement):
                 supervisor.kill(slot)

@@ -25,7 +25,7 @@ Machine side (what the mutation gateway calls):
   (operation `submit`, artifact = `submission_hash`, which must be the hash of
   the draft's current snapshot), with the fencing epoch and the idempotency key.
 - `GET /submissions`, `GET /operations/{id}`, `POST /fence`, `GET /health`.
-- `POST /sessions/revoke` (`{account?, reason?}`): revokes live sessions (an
+- `POST /sessions/revoke` (`{account?, runs?, reason?}`): revokes live sessions (an
   operator's action; tests use it).
 
 Every refusal is JSON `{"error", "message"}` with a specific `error` code:
@@ -44,7 +44,7 @@ import datetime as dt
 import hmac
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -118,6 +118,7 @@ class RevokeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     account: str | None = None
+    runs: list[str] | None = None
     reason: str = "revoked by an operator"
 
 
@@ -405,7 +406,7 @@ def create_app(
 
     @app.post("/sessions/revoke")
     async def revoke(body: RevokeBody) -> dict[str, Any]:
-        return {"revoked": sessions.revoke(account=body.account, reason=body.reason)}
+        return {"revoked": sessions.revoke(account=body.account, runs=body.runs, reason=body.reason)}
 
     return app
 
@@ -427,9 +428,11 @@ class WebappClient(MutationClient):
         response.raise_for_status()
         return list(response.json())
 
-    def revoke_sessions(self, account: str | None = None, reason: str = "revoked by an operator") -> int:
-        """Revoke live sessions (an operator's action)."""
-        response = self._http.post("/sessions/revoke", json={"account": account, "reason": reason})
+    def revoke_sessions(self, account: str | None = None, reason: str = "revoked by an operator", *,
+                        runs: Sequence[str] | None = None) -> int:
+        """Revoke live sessions (of `account`, of the runs `runs`, if given): an operator's action."""
+        body = {"account": account, "reason": reason, "runs": None if runs is None else list(runs)}
+        response = self._http.post("/sessions/revoke", json=body)
         response.raise_for_status()
         return int(response.json()["revoked"])
 

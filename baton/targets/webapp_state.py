@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,10 +124,11 @@ class Sessions:
                                                        f"{session.run_id}; epoch {mark} now rules it")
         return session
 
-    def revoke(self, *, account: str | None = None, reason: str = "revoked") -> int:
-        """Revoke every live session (of `account`, if given); return how many."""
+    def revoke(self, *, account: str | None = None, runs: Collection[str] | None = None, reason: str = "revoked") -> int:
+        """Revoke every live session (of `account`, and of the runs `runs`, if given); return how many."""
         with self._lock:
-            chosen = [s for s in self._live.values() if account is None or s.account == account]
+            chosen = [s for s in self._live.values()
+                      if (account is None or s.account == account) and (runs is None or s.run_id in runs)]
             for session in chosen:
                 append_line(self.path, {"revoked": True, "session_id": session.session_id, "reason": reason,
                                         "at": _text(_now())})

@@ -44,13 +44,13 @@ from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.models import AuthorityLevel, Event, EventType, Placement
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
-from baton.runtime.fleet_chaos import moves_for
+from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
 from baton.runtime.fleet_plan import plan_runs, worker_placements
 from baton.runtime.fleet_summary import FleetSummary, summarize
 from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, with_source_alive
 from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.supervisor import Supervisor
-from baton.runtime.worker import WORKER_OWNER_PREFIX, connect_targets
+from baton.runtime.worker import WORKER_OWNER_PREFIX, connect_targets, connect_webapp
 from baton.agents.deploy_agent import DEPLOY
 from baton.agents.research_agent import PUBLISH
 from baton.authority_http import AuthorityServiceProcess
@@ -61,6 +61,7 @@ from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
 from baton.store.records import RunRecord
 from baton.targets.service_process import ServiceProcess, target_data_dir
+from baton.targets.webapp_service import WebappClient, webapp_process
 
 LEASE_EXPIRED = "lease_expired"
 COORDINATORS = ("local", "dagster")
@@ -92,6 +93,8 @@ class FleetConfig:
     launch_interval_s: float = 0.6
     chaos_patience_s: float = 8.0
     placements: tuple[Placement, ...] = DEFAULT_PLACEMENTS
+    browser: bool = False
+    """Every third run is a browser run (real Chromium in the workers, the web application as its target)."""
     coordinator: str = "local"
     """`local`: this loop hands off runs itself. `dagster`: it only changes the infrastructure (kills
     workers, restarts them); Dagster's sensors see lapsed leases and launch `handoff_job`."""
@@ -155,8 +158,15 @@ class Fleet:
         self.chaos_fired: dict[str, int] = {}
         self.run_ids: list[str] = []
         self.timed_out: list[str] = []
+        self.webapp: WebappClient | None = None
 
     # -- setup --------------------------------------------------------------------------------
+
+    def _webapp(self, cleanup: contextlib.ExitStack) -> ServiceProcess:
+        """Start the web application (sessions, CSRF, drafts; submissions checked against the authority's keys)."""
+        webapp = webapp_process(target_data_dir("webapp", self.home), trust=self.home / "authority" / JWKS_FILE)
+        cleanup.callback(webapp.stop)
+        return webapp.start()
 
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
@@ -211,17 +221,23 @@ class Fleet:
             supervisor = self._supervisor(names, self._authority(cleanup))
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
+            webapp_service = self._webapp(cleanup) if c.browser else None
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
+            webapp = connect_webapp(self.home, timeout_s=5.0) if c.browser else None
+            fenced: tuple[FenceAware, ...] = (deploy, corpus) if webapp is None else (deploy, corpus, webapp)
+            if webapp is not None:
+                cleanup.callback(webapp.close)
+            self.webapp = webapp
             dispatcher = HandoffDispatcher(build_coordinator(
-                store, blobs, hosting, (deploy, corpus),
+                store, blobs, hosting, fenced,
                 DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
             ))
             try:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
-                specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id)
+                specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id, browser=c.browser)
                 self.run_ids = [spec.run_id for spec in specs]
                 launcher = _Launcher(store, blobs, specs, c.reservation_ttl_s, Coordinator(store, name="fleet-launcher"))
                 launcher.launch_due(0.0, c.launch_interval_s)
@@ -233,13 +249,15 @@ class Fleet:
                          for s in specs],
                         extra_events=c.extra_chaos_events,
                     )
-                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, (deploy, corpus))
+                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, fenced)
             finally:
                 self.run_ids = self.run_ids[: launcher.launched] if launcher is not None else []
                 dispatcher.drain()
             supervisor.stop_all()  # before the services, so no worker talks to a stopped target
             deploy_service.stop()
             corpus_service.stop()
+            if webapp_service is not None:
+                webapp_service.stop()
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,
@@ -331,6 +349,7 @@ class Fleet:
             return False
         self.chaos_fired[event.reason.value] = self.chaos_fired.get(event.reason.value, 0) + 1
         record_chaos(store, event, list(hosting))  # the infrastructure change, as a catalog event
+        revoke_drained_sessions(event, [m.run_id for m in moves], self.webapp)  # they die with the pool's browsers
         if event.kill_worker:
             for slot in supervisor.on_placement(event.source_placement):
                 supervisor.kill(slot)

@@ -70,6 +70,17 @@ BROWSER_RESUMABILITY: dict[BrowserResumeClass, ResumabilityClass] = {
 }
 """Each browser resume class as the resumability class it implies."""
 
+SEALED_BROWSER_RESUME = BrowserResumeClass.RECONSTRUCT_SESSION
+"""The class a browser run's checkpoints declare: no session or CSRF token is ever sealed, so
+whoever resumes rebuilds the session from scoped credentials (the agent picks the class that
+actually holds when it resumes, from the server's state, and records it)."""
+
+
+def sealed_browser_class(run_kind: RunKind) -> BrowserResumeClass | None:
+    """`SEALED_BROWSER_RESUME` for browser runs, None for every other kind."""
+    return SEALED_BROWSER_RESUME if run_kind is RunKind.BROWSER else None
+
+
 _BROWSER_REASON: dict[BrowserResumeClass, ResumeReason] = {
     BrowserResumeClass.REOPEN_DURABLE_URL: ResumeReason.BROWSER_REOPEN_DURABLE_URL,
     BrowserResumeClass.RECONSTRUCT_SESSION: ResumeReason.BROWSER_SESSION_FROM_SCOPED_CREDENTIALS,

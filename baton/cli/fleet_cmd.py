@@ -110,6 +110,8 @@ def register(app: typer.Typer) -> None:
             help="local: this process hands off runs whose lease lapsed or that chaos displaced; dagster: it only "
                  "changes the infrastructure, and Dagster's sensors and handoff_job react.",
         ),
+        browser: bool = typer.Option(False, "--browser",
+                                     help="Every third run is a browser run (headless /usr/bin/chromium in the workers)."),
     ) -> None:
         """Run a live fleet of worker processes on real target services until every run ends."""
         exit_if_ablated("baton fleet")
@@ -119,7 +121,7 @@ def register(app: typer.Typer) -> None:
         config = FleetConfig(coordinator=coordinator, runs=runs, workers=workers, chaos=chaos, seed=seed, timeout_s=timeout_s,
                              home=home or baton_home(), database_url=database_url(), launch_interval_s=launch_interval,
                              chaos_window_s=chaos_window, extra_chaos_events=extra_chaos,
-                             boundary_pause_s=boundary_pause)
+                             boundary_pause_s=boundary_pause, browser=browser)
         summary = run_with_progress(console, config)
         if as_json:
             typer.echo(json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True))

@@ -41,6 +41,7 @@ class EventType(StrEnum):
     RELEASE_WITHDRAWN = "release_withdrawn"
     PLACEMENT_UPDATED = "placement_updated"
     EVIDENCE_RECORDED = "evidence_recorded"  # verifier evidence recorded outside a checkpoint (reverification)
+    BROWSER_RESUME_CHOSEN = "browser_resume_chosen"  # the sec. 13 class a browser run resumed by
 
 
 CATALOG_EVENT_RUN_ID = "baton:catalog"

@@ -19,11 +19,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from baton.chaos import ChaosEvent, ChaosReason
 from baton.handoff.coordinator import HandoffRequest
 from baton.models import Placement
 from baton.runtime.worker import WORKER_OWNER_PREFIX
+
+
+class SessionRevoker(Protocol):
+    def revoke_sessions(self, account: str | None = None, reason: str = ..., *,
+                        runs: Sequence[str] | None = None) -> int: ...
+
+
+def revoke_drained_sessions(event: ChaosEvent, moved: Sequence[str], webapp: SessionRevoker | None) -> int:
+    """A drained browser pool's browsers are gone, and the sessions they held with them: revoke, at the app,
+    the sessions of the runs the drain moves. Returns how many (0 for any other reason, or without an app)."""
+    if event.reason is not ChaosReason.BROWSER_POOL_DRAINED or webapp is None or not moved:
+        return 0
+    return webapp.revoke_sessions(reason=f"browser pool {event.source_placement} drained ({event.event_id})",
+                                  runs=moved)
 
 
 @dataclass(frozen=True)

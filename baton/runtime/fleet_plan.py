@@ -27,6 +27,7 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 WORKER_PLACEMENT_ORDER: tuple[str, ...] = ("local-gpu-eu", "cloud-us", "browser-pool-eu", "cloud-eu")
 DEPLOY_SERVICES: tuple[str, ...] = ("checkout", "payments", "search", "billing")
 RESEARCH_TOPICS: tuple[str, ...] = ("ownership safety", "side-effect safety", "evidence freshness")
+BROWSER_ACCOUNTS: tuple[str, ...] = ("acme", "globex", "initech")
 
 
 def worker_placements(catalog: Sequence[Placement], workers: int) -> list[str]:
@@ -45,12 +46,28 @@ def _release_for(placement: Placement) -> str:
     raise ValueError(f"placement {placement.name} supports no catalog release")
 
 
-def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str) -> list[RunSpec]:
-    """`count` run specs spread over `placements` (deploy runs only where mutation is allowed)."""
+def _browser_spec(run_id: str, placement: Placement, index: int) -> RunSpec:
+    """A browser run: fill in and submit the web application's form for one account."""
+    from baton.agents.browser_agent import default_answers
+
+    account = BROWSER_ACCOUNTS[index % len(BROWSER_ACCOUNTS)]
+    return RunSpec(run_id, RunKind.BROWSER, RELEASES[_release_for(placement)], placement, f"sign up {account}",
+                   {"account": account, "answers": default_answers(account.title())}, AuthorityLevel.SANDBOX_MUTATE)
+
+
+def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, browser: bool = False) -> list[RunSpec]:
+    """`count` run specs spread over `placements` (deploy runs only where mutation is allowed).
+
+    With `browser`, every third run is a browser run, started on a placement with a browser pool.
+    """
     mutating = [p for p in placements if p.authority_ceiling.allows(AuthorityLevel.EXTERNAL_MUTATE)]
+    pools = [p for p in placements if "browser" in p.tools] if browser else []
     documents = sorted(INITIAL_DOCUMENTS)
     specs: list[RunSpec] = []
     for index in range(count):
+        if pools and index % 3 == 2:
+            specs.append(_browser_spec(f"{prefix}-{index + 1:02d}", pools[(index // 3) % len(pools)], index))
+            continue
         deploy = index % 2 == 1 and bool(mutating)
         pool = mutating if deploy else list(placements)
         placement = pool[(index // 2) % len(pool)] if deploy else pool[index % len(pool)]

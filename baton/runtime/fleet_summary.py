@@ -21,7 +21,7 @@ from baton.models import Event, EventType
 from baton.runtime.chain_checks import chain_violations
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
-from baton.targets import corpus_service, deploy_service
+from baton.targets import corpus_service, deploy_service, webapp_service
 
 _TARGET_SEQ_OFFSET = 1_000_000  # keeps each target's own order when both are checked together
 
@@ -147,6 +147,10 @@ def summarize(
         _side_effects("deploy", deploy_dir, deploy_effects, deploy_service.DEPLOYMENTS_FILE),
         _side_effects("corpus", corpus_dir, corpus_effects, corpus_service.PUBLICATIONS_FILE),
     ]
+    webapp_dir = home / "targets" / "webapp"
+    webapp_effects = [e for e in webapp_service.read_effects(webapp_dir) if e.run_id in wanted]
+    if webapp_effects or (webapp_dir / webapp_service.SUBMISSIONS_FILE).exists():
+        side_effects.append(_side_effects("webapp", webapp_dir, webapp_effects, webapp_service.SUBMISSIONS_FILE))
 
     violations = [line for run_id in run_ids for line in chain_violations(store, blobs, run_id)]
     if history_path is not None and history_path.exists():
@@ -154,7 +158,7 @@ def summarize(
         ledger = [entry for run_id in run_ids for entry in store.list_operations(run_id)]
         effects = deploy_effects + [
             e.model_copy(update={"seq": e.seq + _TARGET_SEQ_OFFSET}) for e in corpus_effects
-        ]
+        ] + [e.model_copy(update={"seq": e.seq + 2 * _TARGET_SEQ_OFFSET}) for e in webapp_effects]
         violations += [v.explain() for v in check(history, ledger, effects, by_type.get(EventType.LEASE_ACQUIRED, []))]
 
     chaos_moved = {reason for reason in chaos_fired if by_reason.get(reason)}

@@ -33,7 +33,7 @@ from baton.models import (
     RunKind,
 )
 from baton.ownership import Coordinator
-from baton.resumability import classify_resumability
+from baton.resumability import classify_resumability, sealed_browser_class
 from baton.runtime import memory_keys as keys
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
@@ -107,7 +107,8 @@ def launch_run(
         constraints=spec.constraints,
     )
     resumability = classify_resumability(
-        Boundary.GENERATING, spec.kind, parts.operations, constraints=spec.constraints, source=spec.placement
+        Boundary.GENERATING, spec.kind, parts.operations, constraints=spec.constraints, source=spec.placement,
+        browser=sealed_browser_class(spec.kind),
     )
     checkpoint = seal_checkpoint(
         store, blobs, run_id=spec.run_id, parts=parts, new_observations=(), parent=None, boundary=Boundary.GENERATING,

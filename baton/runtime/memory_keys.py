@@ -11,6 +11,7 @@ DROPPED_OBSERVATIONS = "baton.dropped_observations"
 PENDING_REVALIDATION = "baton.pending_revalidation"
 RELEASE_HISTORY = "baton.release_history"
 REVALIDATIONS = "baton.revalidations"
+BROWSER_RESUMES = "baton.browser_resumes"
 
 
 def is_reserved(key: str) -> bool:

@@ -60,6 +60,7 @@ from baton.models import (
     VerifierEvidence,
 )
 from baton.models.evidence import VerdictLike
+from baton.resumability import BrowserResumeClass
 from baton.runtime import memory_keys as keys
 from baton.runtime.approvals import ApprovalRequest
 from baton.runtime.commit import commit_operation
@@ -462,6 +463,33 @@ class RunContext:
             self.fail(f"postcondition failed: {detail}")
         self._state.move(Boundary.POSTCONDITION_VERIFIED)
         self._seal(check_handoff=False)
+
+    # -- scoped credentials and browser resumes --------------------------------------------------
+
+    def scoped_credential(
+        self, operation: str, *, scope: str | None = None, level: AuthorityLevel = AuthorityLevel.OBSERVE,
+        ttl_s: float = 300.0,
+    ) -> str:
+        """A short-lived capability from the authority for this run, epoch and `operation` on `scope`.
+
+        For logging in to a target (a web application) as this run. It is
+        returned to the caller only: keep it in a local variable, never in
+        `remember` (the seal refuses credentials in state).
+        """
+        self._ready()
+        ask = CapabilityRequest(
+            run_id=self.run_id, epoch=self.epoch, owner=str(self._live_lease().owner), operation=operation,
+            artifact_hash=scope, level=level, placement=self.placement.name, context=self.authority, ttl_s=ttl_s,
+        )
+        return self.services.capability_client(self.placement).request(ask).token
+
+    def record_browser_resume(self, chosen: BrowserResumeClass, reason: str,
+                              detail: Mapping[str, JsonValue] | None = None) -> None:
+        """Record (BROWSER_RESUME_CHOSEN) the sec. 13 class a browser run resumes by, and why."""
+        self._sealer.ensure_owner()
+        self._state.append_memory(keys.BROWSER_RESUMES, {"class": chosen.value, "reason": reason, "epoch": self.epoch})
+        self._sealer.emit(self._state, EventType.BROWSER_RESUME_CHOSEN, reason=reason,
+                          detail={"resume_class": chosen.value, **dict(detail or {})})
 
     # -- budget -----------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from baton.errors import StaleEpochError
 from baton.handoff.quiesce import HandoffWatch, QuiesceSignal, acknowledge_quiesce
 from baton.handoff.resume import ResumePlan, confirm_resume
 from baton.models import BudgetUsage, Event, EventType, ExecutionCheckpoint
-from baton.resumability import classify_resumability
+from baton.resumability import classify_resumability, sealed_browser_class
 from baton.runtime.errors import HandoffRequested, RunFenced, WorkerStopping
 from baton.runtime.run_state import RunState
 from baton.runtime.services import RuntimeServices
@@ -118,6 +118,7 @@ class Sealer:
         resumability = classify_resumability(
             state.boundary, parts.run_kind, parts.operations, has_recorded_observations=len(state.book) > 0,
             workspace=parts.workspace, constraints=parts.constraints, source=parts.placement,
+            browser=sealed_browser_class(parts.run_kind),
         )
         now = at or store.db_now()
         started = self._event(state, EventType.CHECKPOINT_STARTED, at=now)

@@ -13,6 +13,8 @@ from typing import Any
 READ_METHODS: dict[str, tuple[str, ...]] = {
     "corpus": ("fetch", "list_documents", "publications", "source", "observation", "health"),
     "deploy": ("deployments", "health"),
+    "webapp": ("submissions", "health"),
+    "browser": ("session", "held", "discard", "base_url"),
 }
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 
 from baton.ablation import warn_if_ablated
+from baton.agents.browser_session import BrowserPool
 from baton.authority import CapabilityVerifier
 from baton.authority_http import HttpAuthorityClient
 from baton.catalog.changes import current_placements
@@ -46,6 +47,7 @@ from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
 from baton.targets.http_server import PORT_FILE
 from baton.targets.service_process import target_data_dir
+from baton.targets.webapp_service import WebappClient
 
 log = logging.getLogger("baton.worker")
 
@@ -81,6 +83,13 @@ def target_url(home: Path, service: str) -> str:
     return f"http://127.0.0.1:{int(port)}"
 
 
+def connect_webapp(home: Path, timeout_s: float) -> WebappClient | None:
+    """A client of the web application running for this home, or None when none runs."""
+    if not (target_data_dir("webapp", home) / PORT_FILE).exists():
+        return None
+    return WebappClient(target_url(home, "webapp"), timeout_s=timeout_s)
+
+
 def connect_targets(home: Path, timeout_s: float) -> tuple[DeployClient, CorpusClient]:
     """Clients for the deploy and corpus services running for this home."""
     return (
@@ -103,6 +112,11 @@ class Worker:
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
+        tools: dict[str, object] = {"corpus": corpus, "deploy": deploy}
+        webapp = connect_webapp(config.home, config.target_timeout_s)
+        if webapp is not None:  # browser runs: the app as a target, a Chromium pool and the app's reads as tools
+            targets[webapp.name] = webapp
+            tools.update(webapp=webapp, browser=BrowserPool(webapp.base_url))
         if not config.authority_url:
             raise ValueError("a worker needs --authority-url: it holds no signing key and mints nothing itself")
         # It proves who it is with the secret its supervisor provisioned (environment), and checks with public keys.
@@ -117,13 +131,13 @@ class Worker:
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
             releases=CatalogManifests(self.store),
-            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
+            tools=read_only_tools(tools),
             history=history,
             boundary_pause_s=config.boundary_pause_s,
         )
         self.executor = RunExecutor(
             self.services, self.placement, self.owner, agent_for=agent_for, lease_ttl_s=config.lease_ttl_s,
-            fence_targets=(deploy, corpus),
+            fence_targets=(deploy, corpus) if webapp is None else (deploy, corpus, webapp),
         )
         self.stop = threading.Event()
         self._running: dict[str, Future[RunOutcome]] = {}

@@ -86,3 +86,25 @@ def test_every_default_placement_hosts_the_catalog_releases_bundle_and_contract(
         for release in RELEASES.values():
             assert release.verifier_bundle in placement.verifiers, placement.name
             assert release.tool_contract in placement.tools, placement.name
+
+
+def test_with_browser_runs_every_third_run_fills_the_form_on_a_browser_pool() -> None:
+    specs = plan_runs(9, hosting(), prefix="f", browser=True)
+    browser = [s for s in specs if s.kind is RunKind.BROWSER]
+    assert [specs.index(s) for s in browser] == [2, 5, 8]
+    assert {s.placement.name for s in browser} == {"browser-pool-eu"}
+    assert all(s.authority is AuthorityLevel.SANDBOX_MUTATE and s.task_input["account"] for s in browser)
+    assert not [s for s in plan_runs(9, hosting(), prefix="f") if s.kind is RunKind.BROWSER]  # off by default
+
+
+def test_a_drained_browser_pool_moves_its_adopted_browser_runs_elsewhere_with_a_quiesce() -> None:
+    event = ChaosEvent(event_id="e4", at_s=1.0, reason=ChaosReason.BROWSER_POOL_DRAINED,
+                       source_placement="browser-pool-eu", affected=("browser-pool-eu",),
+                       preferred_targets=("local-gpu-eu", "cloud-us"), kill_worker=False)
+    owners = {"b1": "worker:w3.0", "r1": "worker:w1.0"}
+    moves = {m.run_id: m for m in moves_for(event, {"b1": "browser-pool-eu", "r1": "local-gpu-eu"},
+                                            placements=hosting(), lease_owner=owners.get, release_of=lambda run: V7)}
+    assert set(moves) == {"b1"}  # only the pool's runs move
+    request = moves["b1"].request
+    assert request is not None and request.reason == "browser_pool_drained" and request.source_alive
+    assert request.excluded_placements == ("browser-pool-eu",) and "browser-pool-eu" not in request.preferred_targets

@@ -54,6 +54,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton import clock
 from baton.authority import CapabilityVerifier
 from baton.checker import TargetEffect
 from baton.errors import CapabilityError, FencedTokenError
@@ -213,7 +214,7 @@ def create_app(
         claims = check.decode(credential)
         check.check(claims, run_id=claims.run_id, epoch=claims.epoch, operation=LOGIN_OPERATION,
                     artifact_hash=account_scope(account), required_level=LOGIN_LEVEL,
-                    now=dt.datetime.now(dt.timezone.utc))
+                    now=clock.now())
         log.fence.admit(FencingToken(claims.run_id, claims.epoch))  # a stale owner cannot log in either
         return sessions.issue(account, f"run:{claims.run_id}", run_id=claims.run_id, epoch=claims.epoch)
 

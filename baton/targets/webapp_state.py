@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baton import clock
 from baton.targets.durable_files import append_line, read_lines, repair_tail
 from baton.targets.webapp_form import page_fields, snapshot_hash
 
@@ -31,7 +32,7 @@ DRAFTS_FILE = "drafts.jsonl"
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return clock.now()
 
 
 def _text(moment: dt.datetime) -> str:

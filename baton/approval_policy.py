@@ -43,7 +43,8 @@ class PolicyApprover:
     """Approves verified artifacts for the operations the policy lists, up to a level each."""
 
     allowed: Mapping[str, AuthorityLevel] = field(
-        default_factory=lambda: {"deploy": AuthorityLevel.EXTERNAL_MUTATE, "publish": AuthorityLevel.SANDBOX_MUTATE}
+        default_factory=lambda: {"deploy": AuthorityLevel.EXTERNAL_MUTATE, "publish": AuthorityLevel.SANDBOX_MUTATE,
+                                 "push": AuthorityLevel.EXTERNAL_MUTATE}
     )
     ttl_s: float = 900.0
     name: str = "policy:verified-artifacts"

@@ -20,4 +20,8 @@ def agent_for(kind: RunKind) -> Agent:
         from baton.agents.deploy_agent import deploy_agent
 
         return deploy_agent
+    if kind is RunKind.CODING:
+        from baton.agents.coding_agent import coding_agent
+
+        return coding_agent
     raise KeyError(f"no agent runs {kind.value} runs yet")

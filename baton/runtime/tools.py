@@ -13,6 +13,8 @@ from typing import Any
 READ_METHODS: dict[str, tuple[str, ...]] = {
     "corpus": ("fetch", "list_documents", "publications", "source", "observation", "health"),
     "deploy": ("deployments", "health"),
+    "git": ("repository", "head", "pushes", "health"),
+    "patch_model": ("propose", "calls"),
 }
 
 

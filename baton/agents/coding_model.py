@@ -193,6 +193,11 @@ class ScriptedPatchModel:
         return PatchReply(chosen, reply, focus)
 
 
+def patch_model_dir(home: Path | str) -> Path:
+    """Where the patch model provider of a Baton home keeps its record: `BATON_HOME/providers/patch-model/`."""
+    return Path(home) / "providers" / "patch-model"
+
+
 class PatchModelProvider:
     """Serves `ScriptedPatchModel` calls and bills each one in its own record file."""
 
@@ -231,4 +236,4 @@ def read_calls(directory: Path | str, run_id: str | None = None) -> list[dict[st
     return [line for line in read_lines(Path(directory) / CALLS_FILE) if run_id is None or line["run_id"] == run_id]
 
 
-__all__ = ["Edit", "PatchModelProvider", "PatchReply", "ScriptedPatchModel", "read_calls"]
+__all__ = ["Edit", "PatchModelProvider", "PatchReply", "ScriptedPatchModel", "patch_model_dir", "read_calls"]

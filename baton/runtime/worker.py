@@ -33,6 +33,7 @@ from baton.handoff.coordinator import reserved_owner
 from baton.history import HistorySink, JsonlHistory
 from baton.models import Placement
 from baton.placements import load_placements, placement_named
+from baton.agents.coding_model import PatchModelProvider, patch_model_dir
 from baton.runtime.agent_registry import agent_for
 from baton.runtime.approvals import AuthorityApprover
 from baton.runtime.executor import RunExecutor, RunOutcome
@@ -43,6 +44,7 @@ from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
+from baton.targets.git_remote_service import GitRemoteClient
 from baton.targets.http_server import PORT_FILE
 from baton.targets.service_process import target_data_dir
 
@@ -88,6 +90,13 @@ def connect_targets(home: Path, timeout_s: float) -> tuple[DeployClient, CorpusC
     )
 
 
+def connect_git_remote(home: Path, timeout_s: float) -> GitRemoteClient | None:
+    """A client for the git remote of this home, or None when none is running (no coding runs here)."""
+    if not (target_data_dir("git", home) / PORT_FILE).exists():
+        return None
+    return GitRemoteClient(target_url(home, "git"), timeout_s=timeout_s)
+
+
 class Worker:
     """Adopts and runs the runs reserved for its placement until stopped."""
 
@@ -102,6 +111,11 @@ class Worker:
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
+        clients: dict[str, object] = {"corpus": corpus, "deploy": deploy,
+                                      "patch_model": PatchModelProvider(patch_model_dir(config.home))}
+        git_remote = connect_git_remote(config.home, max(config.target_timeout_s, 5.0))
+        if git_remote is not None:
+            targets[git_remote.name] = clients["git"] = git_remote
         if not config.authority_url:
             raise ValueError("a worker needs --authority-url: it holds no signing key and mints nothing itself")
         # It proves who it is with the secret its supervisor provisioned (environment), and checks with public keys.
@@ -116,13 +130,13 @@ class Worker:
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
             releases=CatalogManifests(self.store),
-            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
+            tools=read_only_tools(clients),
             history=history,
             boundary_pause_s=config.boundary_pause_s,
         )
         self.executor = RunExecutor(
             self.services, self.placement, self.owner, agent_for=agent_for, lease_ttl_s=config.lease_ttl_s,
-            fence_targets=(deploy, corpus),
+            fence_targets=(deploy, corpus, *(() if git_remote is None else (git_remote,))),
         )
         self.stop = threading.Event()
         self._running: dict[str, Future[RunOutcome]] = {}

@@ -51,6 +51,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton.ablation import Ablation, is_ablated
 from baton.checker import TargetEffect
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.targets.audit import count_by_key, effects_of
@@ -174,7 +175,7 @@ def create_app(data_dir: Path | str, *, guard: TargetGuard | None = None, reposi
         except BadHeadersError as exc:
             return refusal(400, "bad_headers", str(exc))
         payload = body.model_dump()
-        if guard is not None:
+        if guard is not None and not is_ablated(Ablation.CAPABILITY_CHECK):
             try:
                 guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,
                             idempotency_key=key, payload=payload)

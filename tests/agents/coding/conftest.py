@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,40 @@ def plain_blob(home: Path, ref: str) -> Any:
     """A JSON blob of the store read straight from its file (`blobs/<2 hex>/<62 hex>`)."""
     digest = ref.removeprefix("sha256:")
     return json.loads((home / "blobs" / digest[:2] / digest[2:]).read_bytes())
+
+
+class CodingStack:
+    """The authority, the deploy/corpus/git targets and a supervisor whose workers start on demand."""
+
+    def __init__(self, home: Path, authority: Any, supervisor: Any, git_remote: ServiceProcess) -> None:
+        self.home = home
+        self.authority = authority
+        self.supervisor = supervisor
+        self.git_remote = git_remote
+
+    def start_worker(self, name: str, placement: str) -> Any:
+        slot = self.supervisor.add(name, placement)
+        self.supervisor.start(slot)
+        return slot
+
+
+@contextmanager
+def coding_stack(home: Path, repositories: list[str], **options: str) -> Iterator[CodingStack]:
+    """Everything a live coding run needs, in the fleet's order: authority, targets, then workers."""
+    from baton.authority_http import AuthorityServiceProcess
+    from baton.runtime.supervisor import Supervisor
+    from baton.targets.service_process import target_data_dir
+
+    from builders.live import live_targets
+
+    with AuthorityServiceProcess(home / "authority", f"sqlite:///{home / 'baton.db'}") as authority, \
+            live_targets(home), \
+            git_remote_process(target_data_dir("git", home), guard=PUSH_POLICY.arguments(home / "authority" / JWKS_FILE),
+                               repositories=repositories) as git_remote:
+        supervisor = Supervisor(home=home, log_dir=home / "logs", history_path=home / "history.jsonl",
+                                options={"lease-ttl-s": "3", "authority-url": authority.url, **options},
+                                provision=authority.provision)
+        try:
+            yield CodingStack(home, authority, supervisor, git_remote)
+        finally:
+            supervisor.stop_all(grace_s=3.0)

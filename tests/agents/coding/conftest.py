@@ -110,3 +110,9 @@ def coding_stack(home: Path, repositories: list[str], **options: str) -> Iterato
             yield CodingStack(home, authority, supervisor, git_remote)
         finally:
             supervisor.stop_all(grace_s=3.0)
+
+
+def plain_bytes(home: Path, ref: str) -> bytes:
+    """Raw blob bytes straight from the store's file."""
+    digest = ref.removeprefix("sha256:")
+    return (home / "blobs" / digest[:2] / digest[2:]).read_bytes()

@@ -1,6 +1,6 @@
 """A live fleet: real target services, worker processes across placements, runs, chaos, handoffs.
 
-`run_fleet` starts the deploy and corpus services under `BATON_HOME/targets/`,
+`run_fleet` starts the deploy and corpus services and the git remote under `BATON_HOME/targets/`,
 one worker process per slot (each bound to a placement), launches N runs
 (research and deploy, each reserved for a placement), and then drives a small
 coordinator loop until every run is verified, failed or escalated:
@@ -41,7 +41,7 @@ from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffRequest
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
-from baton.models import AuthorityLevel, Event, EventType, Placement
+from baton.models import AuthorityLevel, Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for
@@ -60,6 +60,7 @@ from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
 from baton.store.records import RunRecord
+from baton.targets.git_remote_service import PUSH_POLICY, GitRemoteClient, git_remote_process
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
 LEASE_EXPIRED = "lease_expired"
@@ -158,6 +159,13 @@ class Fleet:
 
     # -- setup --------------------------------------------------------------------------------
 
+    def _git_remote(self, cleanup: contextlib.ExitStack) -> ServiceProcess:
+        """Start the git remote of the coding runs, checking capabilities itself (stopped by `cleanup`)."""
+        trust = self.home / "authority" / JWKS_FILE
+        remote = git_remote_process(target_data_dir("git", self.home), guard=PUSH_POLICY.arguments(trust))
+        cleanup.callback(remote.stop)
+        return remote.start()
+
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
         c = self.config
@@ -211,17 +219,23 @@ class Fleet:
             supervisor = self._supervisor(names, self._authority(cleanup))
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
+            git_service = self._git_remote(cleanup)
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
+            git = GitRemoteClient(git_service.url, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
+            cleanup.callback(git.close)
             dispatcher = HandoffDispatcher(build_coordinator(
-                store, blobs, hosting, (deploy, corpus),
+                store, blobs, hosting, (deploy, corpus, git),
                 DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
             ))
             try:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
                 specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id)
+                for spec in specs:
+                    if spec.kind is RunKind.CODING:
+                        git.create_repository(str(spec.task_input["repository"]))
                 self.run_ids = [spec.run_id for spec in specs]
                 launcher = _Launcher(store, blobs, specs, c.reservation_ttl_s, Coordinator(store, name="fleet-launcher"))
                 launcher.launch_due(0.0, c.launch_interval_s)
@@ -233,13 +247,14 @@ class Fleet:
                          for s in specs],
                         extra_events=c.extra_chaos_events,
                     )
-                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, (deploy, corpus))
+                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, (deploy, corpus, git))
             finally:
                 self.run_ids = self.run_ids[: launcher.launched] if launcher is not None else []
                 dispatcher.drain()
             supervisor.stop_all()  # before the services, so no worker talks to a stopped target
             deploy_service.stop()
             corpus_service.stop()
+            git_service.stop()
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,

@@ -21,7 +21,7 @@ from baton.models import Event, EventType
 from baton.runtime.chain_checks import chain_violations
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
-from baton.targets import corpus_service, deploy_service
+from baton.targets import corpus_service, deploy_service, git_remote_service
 
 _TARGET_SEQ_OFFSET = 1_000_000  # keeps each target's own order when both are checked together
 
@@ -127,9 +127,12 @@ def summarize(
     corpus_dir = home / "targets" / "corpus"
     deploy_effects = [e for e in deploy_service.read_effects(deploy_dir) if e.run_id in wanted]
     corpus_effects = [e for e in corpus_service.read_effects(corpus_dir) if e.run_id in wanted]
+    git_dir = home / "targets" / "git"
+    git_effects = [e for e in git_remote_service.read_effects(git_dir) if e.run_id in wanted]
     side_effects = [
         _side_effects("deploy", deploy_dir, deploy_effects, deploy_service.DEPLOYMENTS_FILE),
         _side_effects("corpus", corpus_dir, corpus_effects, corpus_service.PUBLICATIONS_FILE),
+        _side_effects("git", git_dir, git_effects, git_remote_service.PUSHES_FILE),
     ]
 
     violations = [line for run_id in run_ids for line in chain_violations(store, blobs, run_id)]
@@ -138,7 +141,7 @@ def summarize(
         ledger = [entry for run_id in run_ids for entry in store.list_operations(run_id)]
         effects = deploy_effects + [
             e.model_copy(update={"seq": e.seq + _TARGET_SEQ_OFFSET}) for e in corpus_effects
-        ]
+        ] + [e.model_copy(update={"seq": e.seq + 2 * _TARGET_SEQ_OFFSET}) for e in git_effects]
         violations += [v.explain() for v in check(history, ledger, effects, by_type.get(EventType.LEASE_ACQUIRED, []))]
 
     chaos_moved = {reason for reason in chaos_fired if by_reason.get(reason)}

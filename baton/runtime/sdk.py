@@ -12,6 +12,7 @@ Agent code never writes persistence code. It calls:
     ctx.perform(operation, target, payload, key=...)       through the gateway -> COMMITTING -> COMMITTED
     ctx.confirm_postcondition(ok, detail)                  -> POSTCONDITION_VERIFIED (or FAILED)
     ctx.charge(usage, reason)                              into the run's budget ledger
+    ctx.set_workspace(identity) / ctx.record_search(state) a coding run's workspace and whole search state
 
 Every boundary seals a checkpoint with the resumability class derived from
 the run's state, then looks for a pending handoff request: if there is one it

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baton.ablation import Ablation, is_ablated
 from baton.errors import BatonError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FenceGuard, FencingToken
 from baton.models.operation import OperationState
@@ -126,7 +127,8 @@ class MutationLog:
                 self._log(operation_id, idempotency_key, token, "sealed")
                 raise SealedOperationError(f"operation {operation_id} was already declared NOT_COMMITTED")
             try:
-                self.fence.admit(token)
+                if not is_ablated(Ablation.TARGET_FENCE):
+                    self.fence.admit(token)
             except FencedTokenError as exc:
                 self._log(operation_id, idempotency_key, token, "fenced", str(exc))
                 raise

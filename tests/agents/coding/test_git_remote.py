@@ -207,3 +207,23 @@ def test_ablation_with_the_remotes_capability_check_off_an_uncapable_push_lands(
         patch = _patch(remote_dir, tmp_path, *FIX)
         assert _push(client, _lease(store), patch, None)["status"] == "applied"
         assert rev_parse(bare, "main^") == base and jsonl(remote_dir / PUSHES_FILE)[0]["patch_hash"] == sha256_ref(patch)
+
+
+def test_ablation_with_the_remotes_fence_off_a_stale_epoch_push_lands(
+    remote_dir: Path, authority: AuthorityService, store: SqlStore, tmp_path: Path,
+) -> None:
+    """The stale-epoch oracle can fail: with the target fence switched off, plain git sees the stale push land."""
+    trust = tmp_path / "authority" / "jwks.json"
+    with ablation_env(Ablation.TARGET_FENCE.value), \
+            git_remote_process(remote_dir, guard=PUSH_POLICY.arguments(trust), repositories=[REPO]) as process, \
+            GitRemoteClient(process.url) as client:
+        bare = repository_path(remote_dir, REPO)
+        base = rev_parse(bare)
+        patch = _patch(remote_dir, tmp_path, *FIX)
+        old = _lease(store)
+        stale_capability = _capability(authority, store, old, sha256_ref(patch), "k-1")
+        new = Coordinator(store, name="tests").grant(old.run_id, "w2", ttl_s=60.0, observed_epoch=old.epoch, force=True)
+        assert new is not None
+        client.advance_fence(FencingToken(new.run_id, new.epoch))
+        assert _push(client, old, patch, stale_capability)["status"] == "applied"
+        assert rev_parse(bare, "main^") == base and jsonl(remote_dir / PUSHES_FILE)[0]["epoch"] == old.epoch

@@ -17,8 +17,9 @@ read side of the git remote: repositories and branch heads) and
    verify it with pytest in a fresh sandbox (`baton.agents.coding_verify`),
    ask for approval of that exact hash, and push it through the gateway to
    the git remote, which checks the capability and fencing token itself.
-4. Postcondition, with plain git on a fresh fetch: the branch is one commit on
-   top of the base, and that commit's diff is exactly the patch.
+4. Postcondition: the remote records exactly one push for the run, of this
+   patch; with plain git on a fresh fetch, that commit is on the branch, its
+   parent is the patch's base and its diff is exactly the patch.
 
 A moved remote: before every step that precedes the push the agent compares
 the live branch head with the one it observed. If it moved, it revalidates
@@ -32,6 +33,7 @@ and asks for approval again.
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 from baton.agents.coding_model import Edit, PatchReply
@@ -58,7 +60,7 @@ from baton.lifecycle import TERMINAL
 from baton.models import AuthorityLevel, Boundary, BudgetUsage, Observation, WorkspaceIdentity
 from baton.rebase import rebase_transition
 from baton.runtime.sdk import RunContext
-from baton.targets.git_remote_repo import git
+from baton.targets.git_remote_repo import git, git_env
 from baton.targets.git_remote_service import PUSH
 
 SEARCH_INFO = "coding.search_info"
@@ -378,24 +380,28 @@ def _push(ctx: RunContext, task: CodingTask) -> None:
 
 
 def _postcondition(ctx: RunContext, remote: Any, task: CodingTask, workspace: Workspace) -> None:
+    """The remote's record names one push of this patch, and plain git shows exactly that patch on its base."""
     candidate = ctx.candidate
     assert candidate is not None
-    patch = ctx.candidate_bytes()
-    base_commit, diff = parse_patch(patch)
+    base_commit, diff = parse_patch(ctx.candidate_bytes())
     head = _live_head(ctx, remote, task)
     mine = [p for p in remote.pushes() if p.get("run_id") == ctx.run_id]
     ctx.observe(f"git://{task.repository}/pushes", {"run_id": ctx.run_id}, canonical_json(mine),
                 freshness_s=FRESHNESS_S)
-    _ready_workspace(ctx, remote, task, workspace, head)
-    parent = git(["rev-parse", f"{head}^"], cwd=workspace.repo).decode().strip()
-    landed = git(["diff", "--binary", "--no-color", "--no-ext-diff", parent, head], cwd=workspace.repo)
     pushed = [p for p in mine if p.get("patch_hash") == candidate.artifact_hash]
-    ok = (len(mine) == 1 and len(pushed) == 1 and pushed[0]["outcome"]["commit"] == head and parent == base_commit
-          and landed == diff)
+    if len(mine) != 1 or len(pushed) != 1:
+        ctx.confirm_postcondition(False, f"{len(mine)} push(es) recorded for the run, {len(pushed)} of this patch")
+    commit = str(pushed[0]["outcome"]["commit"])
+    _ready_workspace(ctx, remote, task, workspace, head)
+    parent = git(["rev-parse", f"{commit}^"], cwd=workspace.repo).decode().strip()
+    landed = git(["diff", "--binary", "--no-color", "--no-ext-diff", parent, commit], cwd=workspace.repo)
+    on_branch = subprocess.run(["git", "merge-base", "--is-ancestor", commit, head], cwd=workspace.repo,
+                               env=git_env(), capture_output=True).returncode == 0
     ctx.confirm_postcondition(
-        ok,
-        f"{len(mine)} push(es) for the run, {len(pushed)} of {candidate.artifact_hash[:19]}; branch {task.branch} at "
-        f"{head[:12]} on {parent[:12]} (base {base_commit[:12]}); landed diff {'==' if landed == diff else '!='} patch",
+        on_branch and parent == base_commit and landed == diff,
+        f"push {commit[:12]} of {candidate.artifact_hash[:19]} is {'on' if on_branch else 'NOT on'} {task.branch} "
+        f"(head {head[:12]}), parent {parent[:12]} (base {base_commit[:12]}), "
+        f"landed diff {'==' if landed == diff else '!='} patch",
     )
 
 

@@ -10,6 +10,8 @@ provider's own call record, the git remote's records and plain git.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,12 @@ def test_a_handoff_mid_search_resumes_the_same_frontier_with_no_branch_lost_and_
     for name in ("model_calls", "search_expansions", "tool_calls", "sandbox_seconds"):
         assert float(used[name]) >= float(q_budget[name]), name
     assert used["model_calls"] == len(calls) and used["search_expansions"] == final["expansions_used"]
+    conn = sqlite3.connect(f"file:{home / 'baton.db'}?mode=ro", uri=True)
+    charges = [(epoch, json.loads(text)) for epoch, text in
+               conn.execute("SELECT epoch, charge FROM budget_charges WHERE run_id = ? ORDER BY seq", (RUN,))]
+    conn.close()
+    assert sum(int(c.get("model_calls", 0)) for _, c in charges) == len(calls)  # the store's ledger = the bill
+    assert {epoch for epoch, c in charges if c.get("search_expansions")} == {c["epoch"] for c in calls}
 
     # Node by node, the handed-off search is the one that never moved.
     assert final == ref_final

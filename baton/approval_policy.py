@@ -44,7 +44,8 @@ class PolicyApprover:
 
     allowed: Mapping[str, AuthorityLevel] = field(
         default_factory=lambda: {"deploy": AuthorityLevel.EXTERNAL_MUTATE, "publish": AuthorityLevel.SANDBOX_MUTATE,
-                                 "submit": AuthorityLevel.SANDBOX_MUTATE}
+                                 "submit": AuthorityLevel.SANDBOX_MUTATE,
+                                 "push": AuthorityLevel.EXTERNAL_MUTATE}
     )
     ttl_s: float = 900.0
     name: str = "policy:verified-artifacts"

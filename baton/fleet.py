@@ -1,6 +1,6 @@
 """A live fleet: real target services, worker processes across placements, runs, chaos, handoffs.
 
-`run_fleet` starts the deploy and corpus services under `BATON_HOME/targets/`,
+`run_fleet` starts the deploy and corpus services and the git remote under `BATON_HOME/targets/`,
 one worker process per slot (each bound to a placement), launches N runs
 (research and deploy, each reserved for a placement), and then drives a small
 coordinator loop until every run is verified, failed or escalated:
@@ -41,7 +41,7 @@ from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffRequest
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
-from baton.models import AuthorityLevel, Event, EventType, Placement
+from baton.models import AuthorityLevel, Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
@@ -60,6 +60,7 @@ from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
 from baton.store.records import RunRecord
+from baton.targets.git_remote_service import PUSH_POLICY, GitRemoteClient, git_remote_process
 from baton.targets.service_process import ServiceProcess, target_data_dir
 from baton.targets.webapp_service import WebappClient, webapp_process
 
@@ -168,6 +169,13 @@ class Fleet:
         cleanup.callback(webapp.stop)
         return webapp.start()
 
+    def _git_remote(self, cleanup: contextlib.ExitStack) -> ServiceProcess:
+        """Start the git remote of the coding runs, checking capabilities itself (stopped by `cleanup`)."""
+        trust = self.home / "authority" / JWKS_FILE
+        remote = git_remote_process(target_data_dir("git", self.home), guard=PUSH_POLICY.arguments(trust))
+        cleanup.callback(remote.stop)
+        return remote.start()
+
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
         c = self.config
@@ -222,11 +230,14 @@ class Fleet:
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
             webapp_service = self._webapp(cleanup) if c.browser else None
+            git_service = self._git_remote(cleanup)
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
+            git = GitRemoteClient(git_service.url, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
+            cleanup.callback(git.close)
             webapp = connect_webapp(self.home, timeout_s=5.0) if c.browser else None
-            fenced: tuple[FenceAware, ...] = (deploy, corpus) if webapp is None else (deploy, corpus, webapp)
+            fenced: tuple[FenceAware, ...] = (deploy, corpus, git) if webapp is None else (deploy, corpus, git, webapp)
             if webapp is not None:
                 cleanup.callback(webapp.close)
             self.webapp = webapp
@@ -238,6 +249,9 @@ class Fleet:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
                 specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id, browser=c.browser)
+                for spec in specs:
+                    if spec.kind is RunKind.CODING:
+                        git.create_repository(str(spec.task_input["repository"]))
                 self.run_ids = [spec.run_id for spec in specs]
                 launcher = _Launcher(store, blobs, specs, c.reservation_ttl_s, Coordinator(store, name="fleet-launcher"))
                 launcher.launch_due(0.0, c.launch_interval_s)
@@ -258,6 +272,7 @@ class Fleet:
             corpus_service.stop()
             if webapp_service is not None:
                 webapp_service.stop()
+            git_service.stop()
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,

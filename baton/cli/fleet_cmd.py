@@ -92,7 +92,7 @@ def run_with_progress(console: Console, config: FleetConfig) -> FleetSummary:
 def register(app: typer.Typer) -> None:
     @app.command("fleet")
     def fleet(
-        runs: int = typer.Option(12, "--runs", min=1, help="How many runs to launch (research and deploy)."),
+        runs: int = typer.Option(12, "--runs", min=1, help="How many runs to launch (research, deploy and coding)."),
         workers: int = typer.Option(3, "--workers", min=1, help="Worker processes, spread over placements."),
         chaos: bool = typer.Option(False, "--chaos", help="Inject the seeded chaos schedule."),
         seed: int = typer.Option(1, "--seed", help="Seed of the chaos schedule and the target services."),

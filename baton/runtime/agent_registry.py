@@ -24,4 +24,8 @@ def agent_for(kind: RunKind) -> Agent:
         from baton.agents.browser_agent import browser_agent
 
         return browser_agent
+    if kind is RunKind.CODING:
+        from baton.agents.coding_agent import coding_agent
+
+        return coding_agent
     raise KeyError(f"no agent runs {kind.value} runs yet")

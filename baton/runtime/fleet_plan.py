@@ -5,7 +5,9 @@ give every chaos reason something to act on: a GPU placement (reclaimable), a
 second provider and region, the browser pool, and a placement that runs only
 the better release (so moving a run there is a behavioral migration).
 
-Runs alternate research and deploy. Deploy runs need external-mutation
+Runs alternate research and deploy, and every fourth run is a coding run
+(it fixes the failing tests of its own repository on the git remote,
+`coding_repository`). Deploy and coding runs need external-mutation
 authority, so they start only where the ceiling allows it; the fleet policy
 forbids authority downgrades, so they never move to the browser pool either.
 Each run starts on the first release its placement supports, in catalog order.
@@ -73,7 +75,11 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
         placement = pool[(index // 2) % len(pool)] if deploy else pool[index % len(pool)]
         release = RELEASES[_release_for(placement)]
         run_id = f"{prefix}-{index + 1:02d}"
-        if deploy:
+        if deploy and index % 4 == 3:
+            specs.append(RunSpec(run_id, RunKind.CODING, release, placement, "fix the failing tests",
+                                 {"repository": coding_repository(run_id), "branch": "main"},
+                                 AuthorityLevel.EXTERNAL_MUTATE))
+        elif deploy:
             service = DEPLOY_SERVICES[(index // 2) % len(DEPLOY_SERVICES)]
             specs.append(RunSpec(run_id, RunKind.DEPLOY, release, placement, f"deploy {service}",
                                  {"service": service}, AuthorityLevel.EXTERNAL_MUTATE))
@@ -83,6 +89,11 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
             specs.append(RunSpec(run_id, RunKind.RESEARCH, release, placement, f"research {topic}",
                                  {"topic": topic, "documents": chosen}, AuthorityLevel.SANDBOX_MUTATE))
     return specs
+
+
+def coding_repository(run_id: str) -> str:
+    """The git remote repository a fleet's coding run works on (one each, so runs do not race for a branch)."""
+    return "calc-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in run_id)[-48:]
 
 
 def fleet_policy(now: dt.datetime, *, approval_ttl_s: float = 3 * 3600) -> HandoffPolicy:

@@ -21,7 +21,7 @@ from baton.models import Event, EventType
 from baton.runtime.chain_checks import chain_violations
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
-from baton.targets import corpus_service, deploy_service, webapp_service
+from baton.targets import corpus_service, deploy_service, git_remote_service, webapp_service
 
 _TARGET_SEQ_OFFSET = 1_000_000  # keeps each target's own order when both are checked together
 
@@ -143,9 +143,12 @@ def summarize(
     corpus_dir = home / "targets" / "corpus"
     deploy_effects = [e for e in deploy_service.read_effects(deploy_dir) if e.run_id in wanted]
     corpus_effects = [e for e in corpus_service.read_effects(corpus_dir) if e.run_id in wanted]
+    git_dir = home / "targets" / "git"
+    git_effects = [e for e in git_remote_service.read_effects(git_dir) if e.run_id in wanted]
     side_effects = [
         _side_effects("deploy", deploy_dir, deploy_effects, deploy_service.DEPLOYMENTS_FILE),
         _side_effects("corpus", corpus_dir, corpus_effects, corpus_service.PUBLICATIONS_FILE),
+        _side_effects("git", git_dir, git_effects, git_remote_service.PUSHES_FILE),
     ]
     webapp_dir = home / "targets" / "webapp"
     webapp_effects = [e for e in webapp_service.read_effects(webapp_dir) if e.run_id in wanted]
@@ -158,7 +161,8 @@ def summarize(
         ledger = [entry for run_id in run_ids for entry in store.list_operations(run_id)]
         effects = deploy_effects + [
             e.model_copy(update={"seq": e.seq + _TARGET_SEQ_OFFSET}) for e in corpus_effects
-        ] + [e.model_copy(update={"seq": e.seq + 2 * _TARGET_SEQ_OFFSET}) for e in webapp_effects]
+        ] + [e.model_copy(update={"seq": e.seq + 2 * _TARGET_SEQ_OFFSET}) for e in webapp_effects] + [
+            e.model_copy(update={"seq": e.seq + 3 * _TARGET_SEQ_OFFSET}) for e in git_effects]
         violations += [v.explain() for v in check(history, ledger, effects, by_type.get(EventType.LEASE_ACQUIRED, []))]
 
     chaos_moved = {reason for reason in chaos_fired if by_reason.get(reason)}

@@ -45,10 +45,10 @@ def default_limits(now: dt.datetime, *, deadline_s: float = 3600.0) -> BudgetLim
     return BudgetLimits(
         model_spend_usd=Decimal("5.00"),
         model_calls=40,
-        search_expansions=0,
+        search_expansions=20,
         tool_calls=200,
         browser_seconds=0.0,
-        sandbox_seconds=0.0,
+        sandbox_seconds=600.0,
         verification_reserve_usd=Decimal("1.00"),
         retries=5,
         deadline=now + dt.timedelta(seconds=deadline_s),

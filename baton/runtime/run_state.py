@@ -26,8 +26,10 @@ from baton.models import (
     Observation,
     OperationEntry,
     OperationLedger,
+    SearchState,
     UseMode,
     VerifierEvidence,
+    WorkspaceIdentity,
 )
 from baton.runtime import memory_keys as keys
 from baton.runtime.observation_book import ObservationBook
@@ -143,6 +145,12 @@ class RunState:
 
     def add_evidence(self, evidence: VerifierEvidence) -> None:
         self.parts = dataclasses.replace(self.parts, evidence=self.parts.evidence + (evidence,))
+
+    def set_workspace(self, workspace: WorkspaceIdentity) -> None:
+        self.parts = dataclasses.replace(self.parts, workspace=workspace)
+
+    def set_search(self, search: SearchState) -> None:
+        self.parts = dataclasses.replace(self.parts, search=search)
 
     def set_authority(self, authority: AuthorityContext) -> None:
         self.parts = dataclasses.replace(self.parts, authority=authority)

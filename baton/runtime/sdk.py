@@ -12,6 +12,7 @@ Agent code never writes persistence code. It calls:
     ctx.perform(operation, target, payload, key=...)       through the gateway -> COMMITTING -> COMMITTED
     ctx.confirm_postcondition(ok, detail)                  -> POSTCONDITION_VERIFIED (or FAILED)
     ctx.charge(usage, reason)                              into the run's budget ledger
+    ctx.set_workspace(identity) / ctx.record_search(state) a coding run's workspace and whole search state
 
 Every boundary seals a checkpoint with the resumability class derived from
 the run's state, then looks for a pending handoff request: if there is one it
@@ -55,9 +56,11 @@ from baton.models import (
     OperationState,
     Placement,
     RunKind,
+    SearchState,
     SourceAuthority,
     UseMode,
     VerifierEvidence,
+    WorkspaceIdentity,
 )
 from baton.models.evidence import VerdictLike
 from baton.resumability import BrowserResumeClass
@@ -275,6 +278,24 @@ class RunContext:
         facts = tuple(f for f in self.derived_facts if f.fact_id != fact_id) + (fact,)
         self._state.update_state(derived_facts=facts)
         return fact
+
+    @property
+    def workspace(self) -> WorkspaceIdentity | None:
+        """The run's recorded workspace identity (coding runs), or None."""
+        return self._state.parts.workspace
+
+    @property
+    def search(self) -> SearchState | None:
+        """The run's recorded search state, or None."""
+        return self._state.parts.search
+
+    def set_workspace(self, workspace: WorkspaceIdentity) -> None:
+        """Record the workspace identity the run now works on (sec. 14); sealed with the next boundary."""
+        self._state.set_workspace(workspace)
+
+    def record_search(self, search: SearchState) -> None:
+        """Record the whole search state, frontier included (sec. 9); sealed with the next boundary."""
+        self._state.set_search(search)
 
     def remember(self, key: str, value: JsonValue) -> None:
         """Keep an agent value (plan, hypothesis, counter) in the run state; sealed with the next boundary."""

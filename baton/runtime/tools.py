@@ -15,6 +15,8 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
     "deploy": ("deployments", "health"),
     "webapp": ("submissions", "health"),
     "browser": ("session", "held", "discard", "base_url"),
+    "git": ("repository", "head", "pushes", "health"),
+    "patch_model": ("propose", "calls"),
 }
 
 

@@ -35,6 +35,7 @@ from baton.handoff.coordinator import reserved_owner
 from baton.history import HistorySink, JsonlHistory
 from baton.models import Placement
 from baton.placements import load_placements, placement_named
+from baton.agents.coding_model import PatchModelProvider, patch_model_dir
 from baton.runtime.agent_registry import agent_for
 from baton.runtime.approvals import AuthorityApprover
 from baton.runtime.executor import RunExecutor, RunOutcome
@@ -45,6 +46,7 @@ from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
+from baton.targets.git_remote_service import GitRemoteClient
 from baton.targets.http_server import PORT_FILE
 from baton.targets.service_process import target_data_dir
 from baton.targets.webapp_service import WebappClient
@@ -98,6 +100,13 @@ def connect_targets(home: Path, timeout_s: float) -> tuple[DeployClient, CorpusC
     )
 
 
+def connect_git_remote(home: Path, timeout_s: float) -> GitRemoteClient | None:
+    """A client for the git remote of this home, or None when none is running (no coding runs here)."""
+    if not (target_data_dir("git", home) / PORT_FILE).exists():
+        return None
+    return GitRemoteClient(target_url(home, "git"), timeout_s=timeout_s)
+
+
 class Worker:
     """Adopts and runs the runs reserved for its placement until stopped."""
 
@@ -112,11 +121,15 @@ class Worker:
         history: HistorySink | None = JsonlHistory(config.history_path) if config.history_path else None
         deploy, corpus = connect_targets(config.home, config.target_timeout_s)
         targets: dict[str, MutationTarget] = {deploy.name: deploy, corpus.name: corpus}
-        tools: dict[str, object] = {"corpus": corpus, "deploy": deploy}
+        clients: dict[str, object] = {"corpus": corpus, "deploy": deploy,
+                                      "patch_model": PatchModelProvider(patch_model_dir(config.home))}
+        git_remote = connect_git_remote(config.home, max(config.target_timeout_s, 5.0))
+        if git_remote is not None:
+            targets[git_remote.name] = clients["git"] = git_remote
         webapp = connect_webapp(config.home, config.target_timeout_s)
         if webapp is not None:  # browser runs: the app as a target, a Chromium pool and the app's reads as tools
             targets[webapp.name] = webapp
-            tools.update(webapp=webapp, browser=BrowserPool(webapp.base_url))
+            clients.update(webapp=webapp, browser=BrowserPool(webapp.base_url))
         if not config.authority_url:
             raise ValueError("a worker needs --authority-url: it holds no signing key and mints nothing itself")
         # It proves who it is with the secret its supervisor provisioned (environment), and checks with public keys.
@@ -131,13 +144,14 @@ class Worker:
                                     ceiling=self.placement.authority_ceiling),
             targets=targets,
             releases=CatalogManifests(self.store),
-            tools=read_only_tools(tools),
+            tools=read_only_tools(clients),
             history=history,
             boundary_pause_s=config.boundary_pause_s,
         )
         self.executor = RunExecutor(
             self.services, self.placement, self.owner, agent_for=agent_for, lease_ttl_s=config.lease_ttl_s,
-            fence_targets=(deploy, corpus) if webapp is None else (deploy, corpus, webapp),
+            fence_targets=(deploy, corpus, *(() if git_remote is None else (git_remote,)),
+                           *(() if webapp is None else (webapp,))),
         )
         self.stop = threading.Event()
         self._running: dict[str, Future[RunOutcome]] = {}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,14 @@ class DirectoryInUseError(BatonError):
 
 class SealedOperationError(BatonError):
     """The operation id was already declared NOT_COMMITTED; it can never commit now."""
+
+
+class EffectRefusedError(BatonError):
+    """The target's own effect refused the request (nothing was applied); `reason` goes to the request log."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -101,19 +109,26 @@ class MutationLog:
         )
 
     def apply(
-        self, operation_id: str, idempotency_key: str, token: FencingToken, payload: Mapping[str, Any]
+        self, operation_id: str, idempotency_key: str, token: FencingToken, payload: Mapping[str, Any],
+        perform: Callable[[], Mapping[str, Any]] | None = None,
     ) -> Applied:
         """Record one side effect, or resolve the request to the one already recorded.
 
-        Raises SealedOperationError, FencedTokenError, PayloadMismatchError or
-        IdempotencyConflictError (an operation id reused for another key).
+        `perform`, when given, is the effect itself (e.g. moving a git branch): it
+        runs under the lock after every check passed and before the line is
+        written; what it returns is recorded under `outcome`, and an
+        EffectRefusedError it raises is logged with its reason and re-raised.
+
+        Raises SealedOperationError, FencedTokenError, PayloadMismatchError,
+        IdempotencyConflictError (an operation id reused for another key) or EffectRefusedError.
         """
         with self._lock:
             if operation_id in self._sealed:
                 self._log(operation_id, idempotency_key, token, "sealed")
                 raise SealedOperationError(f"operation {operation_id} was already declared NOT_COMMITTED")
             try:
-                self.fence.admit(token)
+                if not is_ablated(Ablation.TARGET_FENCE):
+                    self.fence.admit(token)
             except FencedTokenError as exc:
                 self._log(operation_id, idempotency_key, token, "fenced", str(exc))
                 raise
@@ -136,8 +151,16 @@ class MutationLog:
                     f"operation id {operation_id} already belongs to another idempotency key",
                     run_id=token.run_id, idempotency_key=idempotency_key, operation_id=operation_id,
                 )
+            outcome: dict[str, Any] = {}
+            if perform is not None:
+                try:
+                    outcome = dict(perform())
+                except EffectRefusedError as exc:
+                    self._log(operation_id, idempotency_key, token, exc.reason, str(exc))
+                    raise
             record = {
                 **dict(payload),
+                **({"outcome": outcome} if perform is not None else {}),
                 "seq": len(self._effects) + 1,
                 "operation_id": operation_id,
                 "idempotency_key": idempotency_key,
@@ -190,7 +213,7 @@ def _lock_directory(directory: Path) -> int:
     return fd
 
 
-_BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
+_BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at", "outcome"})
 
 
 def _payload_fields(record: Mapping[str, Any]) -> set[str]:

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.inspect_cmd",
     "baton.cli.catalog_cmd",
     "baton.cli.platform_cmd",
+    "baton.cli.recover_cmd",
 )
 
 for _name in COMMAND_MODULES:

@@ -26,7 +26,7 @@ or beside a live coordinator, does nothing the second time.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -187,12 +187,19 @@ def recover(
     prepare_deadline_s: float = DEFAULT_PREPARE_DEADLINE_S,
     reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
     recovered_by: str = "baton recover",
+    stages: Collection[Stage] = tuple(Stage),
 ) -> list[Recovery]:
-    """Find every half-done move and finish or undo it; idempotent (a second call finds nothing to do)."""
+    """Find every half-done move (of the given `stages`) and finish or undo it; idempotent.
+
+    A second call finds nothing to do. The lease-expiry handoff job recovers
+    only PREPARED moves (undoing an abandoned request), then hands the run on
+    itself, which finishes a COMMITTED or ADOPTED move by another route.
+    """
     done: list[Recovery] = []
     pending = list(run_ids) if run_ids is not None else None
     for _ in range(_MAX_ROUNDS):
-        found = find_half_done(store, run_ids=pending, prepare_deadline_s=prepare_deadline_s)
+        found = [move for move in find_half_done(store, run_ids=pending, prepare_deadline_s=prepare_deadline_s)
+                 if move.stage in stages]
         acted = [recover_move(store, move, fence_targets=fence_targets, reservation_ttl_s=reservation_ttl_s,
                               recovered_by=recovered_by) for move in found]
         done.extend(acted)
@@ -200,3 +207,4 @@ def recover(
             break
         pending = [r.move.run_id for r in acted]
     return done
+

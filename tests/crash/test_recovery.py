@@ -118,3 +118,17 @@ def test_an_adopter_that_lapsed_before_confirming_is_replaced(store: SqlStore, b
     plan = prepare_resume(store, blobs, run.run_id, placement=PEER, epoch=again.epoch)
     assert plan.epoch == again.epoch
     assert recover(store) == []  # held by a live adopter: nothing to do
+
+
+
+def test_the_handoff_job_s_recovery_undoes_only_an_abandoned_request(store: SqlStore, blobs: BlobStore) -> None:
+    """What `pipelines.jobs.hand_off` asks for: PREPARED only (its own handoff finishes a lapsed lease)."""
+    run = seed_run(store, blobs, boundary=Boundary.VERIFIED, ttl_s=0.3)
+    prepared = _mover(store, blobs).prepare(HandoffRequest(run.run_id, "rebalance", source_alive=False))
+    assert isinstance(prepared, PreparedHandoff)
+    wait_for(lambda: store.get_lease(run.run_id).expires_at < store.db_now() or None, timeout_s=10,
+             what="the source's lease to lapse")
+    (done,) = recover(store, run_ids=[run.run_id], prepare_deadline_s=0, stages=(Stage.PREPARED,))
+    assert (done.move.stage, done.action) == (Stage.PREPARED, Action.ABORTED)
+    assert store.get_lease(run.run_id).owner == "source-worker"  # the lapsed lease is left to the handoff
+    assert [m.stage for m in find_half_done(store, prepare_deadline_s=0)] == [Stage.ADOPTED]

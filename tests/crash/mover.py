@@ -45,14 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--ready", type=Path, default=None, help="file to create once polling (imports done)")
     args = parser.parse_args(argv)
+    store = open_store(args.database_url, args.home)
+    if args.ready is not None:
+        args.ready.write_text("ready\n")
     deadline = time.monotonic() + args.timeout
     while not _deployed(args.home, args.run):
         if time.monotonic() > deadline:
             print(json.dumps({"error": "no deployment of the run appeared"}))
             return 2
         time.sleep(0.02)
-    store = open_store(args.database_url, args.home)
     try:
         request = HandoffRequest(args.run, "crash-test", preferred_targets=(args.target,), source_alive=True)
         outcome = run_handoff(store, open_blobs(args.home, store), args.home, current_placements(store), request,

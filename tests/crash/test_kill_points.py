@@ -98,7 +98,7 @@ def crash_at(point: KillPoint, backend: Backend, tmp_path: Path, monkeypatch: py
     with live_targets(home):
         store = open_store(backend.url, home)
         blobs = open_blobs(home, store)
-        options = {"boundary-pause-s": "0.5", "target-timeout-s": "10"}
+        options = {"boundary-pause-s": "1.0", "target-timeout-s": "10"}
         with workers(home, {"w1": local.name}, database_url=backend.url, **options) as (supervisor, slots):
             w2 = supervisor.add("w2", cloud.name)
             with monkeypatch.context() as env:  # only this worker process carries the armed point
@@ -106,13 +106,16 @@ def crash_at(point: KillPoint, backend: Backend, tmp_path: Path, monkeypatch: py
                     for name, value in kill_env.items():
                         env.setenv(name, value)
                 supervisor.start(w2)
+            ready = tmp_path / "mover.ready"
+            mover_env = {**os.environ, **(kill_env if point in COORDINATOR_POINTS else {})}
+            mover = subprocess.Popen([sys.executable, str(MOVER), "--home", str(home), "--database-url", backend.url,
+                                      "--run", RUN, "--target", cloud.name, "--ready", str(ready)], env=mover_env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # The run starts only once the coordinator is polling the target's file, so the move is never late.
+            wait_for(lambda: ready.exists() or mover.poll() is not None, timeout_s=120, what="the mover to start")
             spec = RunSpec(RUN, RunKind.DEPLOY, RELEASES["model-v7"], local, "deploy checkout",
                            {"service": "checkout"}, AuthorityLevel.EXTERNAL_MUTATE)
             launch_run(store, blobs, spec, reservation_ttl_s=10.0)
-            mover_env = {**os.environ, **(kill_env if point in COORDINATOR_POINTS else {})}
-            mover = subprocess.Popen([sys.executable, str(MOVER), "--home", str(home), "--database-url", backend.url,
-                                      "--run", RUN, "--target", cloud.name], env=mover_env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             out, err = mover.communicate(timeout=180)
             if point in COORDINATOR_POINTS:
                 assert mover.returncode == -signal.SIGKILL, (mover.returncode, out, err)

@@ -12,9 +12,11 @@ devices, duplicates, truncation, hash mismatches, unlisted or unreachable
 blobs, broken checkpoint chains, unreadable schema versions, constraints that
 forbid the receiving placement (checked by `baton.bundle_admission`, which
 holds the portability and signed-approval rules), and collisions with different checkpoints
-already stored. Only when every check passed does it write: blobs first (they
-are content addressed, so a crash leaves nothing meaningful behind), then the
-run and its checkpoints. Importing the same bundle twice writes nothing new.
+already stored. Only when every check passed does it write: file blobs first
+(they are content addressed, so a crash leaves nothing meaningful behind),
+then the run, its checkpoints and any blobs kept in the store in ONE
+transaction, so a failure part way leaves no partial run. Importing the same
+bundle twice writes nothing new.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ from baton.errors import (
 from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
+from baton.kill_points import KillPoint, kill_point
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs, BlobStore
+from baton.store.sql_blobs import SqlBlobStore
 
 MANIFEST_NAME = "manifest.json"
 BUNDLE_FORMAT = "baton-bundle"
@@ -482,29 +486,43 @@ def _plan_store_writes(store: SqlStore, bundle: VerifiedBundle) -> tuple[bool, l
     return run is None, new, present
 
 
-def write_bundle(store: SqlStore, blobs: BlobStore, bundle: VerifiedBundle, *, placement_name: str | None) -> ImportReport:
-    """Write a verified bundle: blobs first, then the run (on `placement_name`) and its new checkpoints.
+def write_bundle(store: SqlStore, blobs: Blobs, bundle: VerifiedBundle, *, placement_name: str | None) -> ImportReport:
+    """Write a verified bundle: blobs, then the run (on `placement_name`) and its new checkpoints, all or nothing.
 
     Refuses a collision with different stored checkpoints before anything is
-    written. Idempotent: checkpoints already stored with the same hash are skipped.
+    written. The run and every checkpoint commit in ONE store transaction
+    (`SqlStore.atomic`): a failure or a crash part way leaves the store as it
+    was. Blobs kept in the store's own table go in that same transaction;
+    file blobs are written first (content addressed: an interrupted import
+    leaves only unreferenced files). Idempotent: checkpoints already stored
+    with the same hash are skipped.
     """
     create, new, present = _plan_store_writes(store, bundle)
-    written = 0
-    for ref, data in sorted(bundle.blobs.items()):
-        if not blobs.has(ref):
+    in_store = isinstance(blobs, SqlBlobStore) and blobs.store is store
+    missing = {ref: data for ref, data in sorted(bundle.blobs.items()) if not blobs.has(ref)}
+    if not in_store:
+        for data in missing.values():
             blobs.put(data)
-            written += 1
     run_id = bundle.manifest.run_id
-    if create:
-        store.create_run(
-            run_id,
-            bundle.checkpoints[0].run_kind,
-            bundle.checkpoints[-1].release_id,
-            placement_name,
-            detail={"imported_bundle_manifest": bundle.manifest_ref},
-        )
-    for checkpoint in new:
-        store.append_checkpoint(checkpoint)
+    with store.atomic():
+        create, new, present = _plan_store_writes(store, bundle)  # again, inside the transaction that writes
+        if create:
+            store.create_run(
+                run_id,
+                bundle.checkpoints[0].run_kind,
+                bundle.checkpoints[-1].release_id,
+                placement_name,
+                detail={"imported_bundle_manifest": bundle.manifest_ref},
+            )
+        if in_store and missing and not new:
+            store.put_blobs(missing)
+        for index, checkpoint in enumerate(new):
+            store.append_checkpoint(checkpoint, missing if in_store and index == 0 else None)
+            if index == 0:
+                kill_point(KillPoint.BUNDLE_ROWS)  # test-only: some rows written, the rest not, nothing committed
+    if in_store:
+        blobs.mark_stored(missing)
+    written = len(missing)
     return ImportReport(
         run_id=run_id,
         created_run=create,

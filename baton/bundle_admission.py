@@ -20,7 +20,7 @@ from baton.errors import ApprovalError, BundleApprovalError, BundlePlacementErro
 from baton.models import Placement
 from baton.portability import constraint_violations
 from baton.store.base import SqlStore
-from baton.store.blobs import BlobStore
+from baton.store.blobs import Blobs
 
 
 def check_placement(bundle: VerifiedBundle, placement: Placement | None) -> None:
@@ -72,7 +72,7 @@ def verify_bundle(
 
 def import_bundle(
     store: SqlStore,
-    blobs: BlobStore,
+    blobs: Blobs,
     path: Path | str,
     *,
     placement: Placement | None,

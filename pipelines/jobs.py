@@ -6,6 +6,7 @@ from dagster import AssetSelection, Config, Failure, MetadataValue, OpExecutionC
 from assets.partitions import runs_partitions
 from baton.catalog.changes import current_placements
 from baton.handoff.coordinator import HandoffRequest
+from baton.handoff.recovery import Stage, recover
 from baton.runtime.dispatch import run_handoff
 from baton.platform.handoff_report import gate_refusals
 from pipelines.resources import BatonResource
@@ -41,6 +42,11 @@ def hand_off(context: OpExecutionContext, config: HandoffConfig, baton: BatonRes
         allow_same_placement=config.allow_same_placement,
     )
     with baton.open() as (store, blobs):
+        # A request of this run that a dead coordinator left unanswered is undone first (`baton recover`'s
+        # function); a lapsed adopter or reservation is finished by this handoff itself.
+        for done in recover(store, run_ids=[config.run], recovered_by=f"dagster:{context.run_id}",
+                            stages=(Stage.PREPARED,)):
+            context.log.info(f"recovered {done.move.run_id} ({done.move.stage.value}): {done.action.value}, {done.detail}")
         outcome = run_handoff(store, blobs, baton.home_path(), current_placements(store), request)
     decision = outcome.decision.model_dump(mode="json") if outcome.decision is not None else None
     metadata = {"run": MetadataValue.text(outcome.run_id), "status": MetadataValue.text(outcome.status.value),

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.platform_cmd",
     "baton.cli.report_cmd",
     "baton.cli.sim_cmd",
+    "baton.cli.recover_cmd",
 )
 
 for _name in COMMAND_MODULES:

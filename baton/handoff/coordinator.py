@@ -5,13 +5,17 @@ it could not be quiesced), take the sealed checkpoint and verify every hash,
 list the operations whose outcome is open, choose and reserve a target through
 the compatibility gate. A failed prepare aborts and the source carries on.
 
-commit: advance the epoch with a compare-and-set (which fences the old owner
-at the store, and at every fence-aware target before anyone else starts),
-record the transfer with the decision and the authority after the move. A
+commit: one store transaction (`SqlStore.commit_handoff`) advances the epoch
+with a compare-and-set (fencing the old owner at the store), moves the
+placement and records the lease, the fence and the transfer with the decision
+and the authority after the move; then the fence-aware targets are told. A
 source that never answered the quiesce request may still seal in the instant
-before the fence; such a checkpoint is re-judged by the gate for the same
-target, and if it cannot go there the move aborts with the run fenced and
-unowned (the source re-acquires a new epoch to carry on).
+before that transaction (the store then refuses it); such a checkpoint is
+re-judged by the gate for the same target and the commit retried on it, and if
+it cannot go there the move aborts with nothing committed.
+
+Every gap between two durable steps is a named kill point (`baton.kill_points`);
+`baton.handoff.recovery` finishes or undoes a move left half done in any of them.
 
 Restoring on the target is the new owner's step (`baton.handoff.resume`).
 """
@@ -19,6 +23,7 @@ Restoring on the target is the new owner's step (`baton.handoff.resume`).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -30,11 +35,18 @@ from baton.errors import BatonError
 from baton.fencing import FenceAware
 from baton.handoff.quiesce import wait_for_quiesce
 from baton.handoff.selection import rank_targets
+from baton.history import Recorder
+from baton.kill_points import KillPoint, kill_point
 from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement
 from baton.ownership import Coordinator
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
+from baton.store.handoff_sql import HandoffCommit, HandoffRefusal
 
+log = logging.getLogger(__name__)
+
+_LATE_SEAL_ATTEMPTS = 3
+"""How often a commit is retried on a checkpoint the (unquiesced) source sealed inside the commit window."""
 
 _UNSTAMPED = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 """Placeholder time of an event the store stamps with its clock when it appends it (`stamp=True`)."""
@@ -151,6 +163,7 @@ class HandoffCoordinator:
             source_epoch=lease.epoch, detail={"source_alive": request.source_alive,
                                               "preferred": list(request.preferred_targets)},
         )])[0]
+        kill_point(KillPoint.PREPARE_REQUESTED)
         if run.status != "active":
             return self._abort(request, request_seq, source_name, f"run is {run.status}, not active", lease.epoch)
 
@@ -213,6 +226,7 @@ class HandoffCoordinator:
                 reason=request.reason, decision=decision, detail={"request_seq": request_seq},
             ),
         ])
+        kill_point(KillPoint.PREPARE_RESERVED)
         return PreparedHandoff(
             request=request,
             request_seq=request_seq,
@@ -229,7 +243,15 @@ class HandoffCoordinator:
     # -- phase two --------------------------------------------------------------------------
 
     def commit(self, prepared: PreparedHandoff) -> HandoffOutcome:
-        """Fence the old epoch and activate a new one for the target, or abort if the epoch moved."""
+        """Fence the old epoch and activate a new one for the target in ONE store transaction, or abort.
+
+        `SqlStore.commit_handoff` does the compare-and-set on the epoch, moves
+        the placement and records the lease, the fence and the transfer, all or
+        nothing; only then are the fence-aware targets told (an early shut-out:
+        the adopting worker fences them again at its own epoch before it starts).
+        A checkpoint the source sealed between the last check and the
+        transaction is re-judged for the same target and the commit retried on it.
+        """
         run_id = prepared.request.run_id
         owner = self.owner_for(prepared.target)
         latest = self.store.latest_checkpoint(run_id)
@@ -237,45 +259,49 @@ class HandoffCoordinator:
             return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
                                "the source sealed a newer checkpoint after prepare", prepared.source_epoch,
                                checkpoint=prepared.checkpoint)
-        lease = self.ownership.grant(
-            run_id, owner, ttl_s=self.lease_ttl_s, observed_epoch=prepared.source_epoch, force=True,
-            fence_targets=self.fence_targets, reason=f"handoff: {prepared.request.reason}",
-        )
-        if lease is None:
-            return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
-                               "the epoch moved during the handoff (another coordinator won)", prepared.source_epoch,
-                               checkpoint=prepared.checkpoint)
-        # A source that never quiesced could still seal between the check above and the fence: it
-        # was the rightful owner then, so its checkpoint stands and the move must be judged on it.
-        sealed_late = self.store.latest_checkpoint(run_id)
-        if sealed_late is not None and sealed_late.checkpoint_hash != prepared.checkpoint.checkpoint_hash:
+        # The history names the commit `acquire`, as a grant would (the checker pairs leases with it).
+        history = Recorder(getattr(self.ownership, "_history", None), owner)
+        result: HandoffCommit | None = None
+        for _ in range(_LATE_SEAL_ATTEMPTS):
+            expected = prepared.source_epoch
+            history.invoke("acquire", run_id, epoch=expected, value={"owner": owner, "observed_epoch": expected})
+            try:
+                result = self.store.commit_handoff(
+                    run_id, owner=owner, ttl_s=self.lease_ttl_s, observed_epoch=expected,
+                    expected_checkpoint_hash=prepared.checkpoint.checkpoint_hash, placement=prepared.target.name,
+                    events=self._commit_events(prepared, owner), request_seq=prepared.request_seq,
+                )
+            except BaseException as exc:
+                history.info("acquire", run_id, epoch=expected, value={"owner": owner, "error": repr(exc)})
+                raise
+            if result.committed:
+                break
+            history.fail("acquire", run_id, epoch=expected, value={"owner": owner, "observed_epoch": expected,
+                                                                   "refusal": str(result.refusal)})
+            if result.refusal is not HandoffRefusal.NEWER_CHECKPOINT:
+                return self._refused(prepared, result)
+            # The source, still the rightful owner, sealed inside the commit window: judge the move on that.
+            sealed_late = self.store.latest_checkpoint(run_id)
+            assert sealed_late is not None
             regated = self._regate(prepared, sealed_late)
             if isinstance(regated, str):
-                self.store.release_lease(run_id, owner, lease.epoch)
                 return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
-                                   f"{regated}; the old epoch stays fenced and the run is left unowned "
-                                   f"at epoch {lease.epoch}", lease.epoch, checkpoint=sealed_late)
+                                   f"{regated}; nothing was committed, the source keeps epoch {prepared.source_epoch}",
+                                   prepared.source_epoch, checkpoint=sealed_late)
             prepared = regated
+        if result is None or result.lease is None:
+            return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                               "the source kept sealing a newer checkpoint during the commit", prepared.source_epoch,
+                               checkpoint=prepared.checkpoint)
+        lease = result.lease
+        history.ok("acquire", run_id, epoch=lease.epoch, value={"owner": owner, "takeover": prepared.source_epoch > 0})
+        kill_point(KillPoint.COMMIT_TRANSFERRED)
+        try:
+            self.ownership.fence(run_id, lease.epoch, self.fence_targets)
+        except Exception:  # noqa: BLE001 - committed; the adopting worker fences the targets before it starts
+            log.warning("run %s: committed at epoch %d, but the targets could not be fenced now", run_id, lease.epoch,
+                        exc_info=True)
         before = prepared.restored.parts.authority.level
-        after = prepared.decision.authority_ceiling
-        # The placement moves in the same transaction that records the fence and the transfer.
-        self.store.set_run_placement(run_id, prepared.target.name, stamp=True, events=[
-            self._event(
-                EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint,
-                source_placement=prepared.source.name, target_placement=prepared.target.name,
-                source_epoch=prepared.source_epoch, target_epoch=lease.epoch,
-                reason="old epoch fenced by compare-and-set",
-                detail={"request_seq": prepared.request_seq, "source_quiesced": prepared.source_quiesced},
-            ),
-            self._event(
-                EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
-                source_placement=prepared.source.name, target_placement=prepared.target.name,
-                source_epoch=prepared.source_epoch, target_epoch=lease.epoch, reason=prepared.request.reason,
-                decision=prepared.decision, authority_before=before.value, authority_after=after.value,
-                detail={"request_seq": prepared.request_seq, "new_owner": owner,
-                        "pending_operations": [op.operation_id for op in prepared.pending_operations]},
-            ),
-        ])
         return HandoffOutcome(
             run_id=run_id,
             status=HandoffStatus.COMMITTED,
@@ -288,8 +314,53 @@ class HandoffCoordinator:
             new_owner=owner,
             decision=prepared.decision,
             authority_before=before,
-            authority_after=after,
+            authority_after=prepared.decision.authority_ceiling,
         )
+
+    def _commit_events(self, prepared: PreparedHandoff, owner: str) -> list[Event]:
+        """What the commit records, in its transaction: the lease, the fence, the transfer."""
+        run_id, new_epoch = prepared.request.run_id, prepared.source_epoch + 1
+        before = prepared.restored.parts.authority.level
+        after = prepared.decision.authority_ceiling
+        previous = self.store.get_lease(run_id)
+        return [
+            self._event(
+                EventType.LEASE_ACQUIRED, run_id, source_epoch=prepared.source_epoch, target_epoch=new_epoch,
+                reason=f"handoff: {prepared.request.reason}",
+                detail={"owner": owner,
+                        "previous_owner": previous.owner if previous.epoch == prepared.source_epoch else None,
+                        "coordinator": self.ownership.name, "forced": True, "fenced_targets": len(self.fence_targets),
+                        "request_seq": prepared.request_seq},
+            ),
+            self._event(
+                EventType.SOURCE_FENCED, run_id, checkpoint=prepared.checkpoint,
+                source_placement=prepared.source.name, target_placement=prepared.target.name,
+                source_epoch=prepared.source_epoch, target_epoch=new_epoch,
+                reason="old epoch fenced by compare-and-set",
+                detail={"request_seq": prepared.request_seq, "source_quiesced": prepared.source_quiesced},
+            ),
+            self._event(
+                EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
+                source_placement=prepared.source.name, target_placement=prepared.target.name,
+                source_epoch=prepared.source_epoch, target_epoch=new_epoch, reason=prepared.request.reason,
+                decision=prepared.decision, authority_before=before.value, authority_after=after.value,
+                detail={"request_seq": prepared.request_seq, "new_owner": owner,
+                        "pending_operations": [op.operation_id for op in prepared.pending_operations]},
+            ),
+        ]
+
+    def _refused(self, prepared: PreparedHandoff, result: HandoffCommit) -> HandoffOutcome:
+        """The outcome of a commit the store refused for a reason other than a late seal."""
+        request = prepared.request
+        if result.refusal is HandoffRefusal.ALREADY_ANSWERED:  # e.g. `baton recover` aborted it: no second answer
+            return HandoffOutcome(run_id=request.run_id, status=HandoffStatus.ABORTED, reason=request.reason,
+                                  source_placement=prepared.source.name,
+                                  checkpoint_id=prepared.checkpoint.checkpoint_id, source_epoch=prepared.source_epoch,
+                                  abort_reason=f"the request was already answered ({result.detail})")
+        why = ("the epoch moved during the handoff (another coordinator won)"
+               if result.refusal is HandoffRefusal.EPOCH_MOVED else f"the run ended during the handoff ({result.detail})")
+        return self._abort(request, prepared.request_seq, prepared.source.name, why, prepared.source_epoch,
+                           checkpoint=prepared.checkpoint)
 
     # -- helpers ----------------------------------------------------------------------------
 

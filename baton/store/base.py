@@ -15,13 +15,14 @@ from baton.store.blobs_sql import BlobsSql
 from baton.store.catalog_sql import CatalogSql
 from baton.store.checkpoints_sql import CheckpointsSql
 from baton.store.core import Row, StoreCore, Tx
+from baton.store.handoff_sql import HandoffSql
 from baton.store.leases_sql import LeasesSql
 from baton.store.operations_sql import OperationsSql
 
 __all__ = ["Row", "SqlStore", "StoreCore", "Tx"]
 
 
-class SqlStore(CatalogSql, CheckpointsSql, LeasesSql, OperationsSql, BlobsSql):
+class SqlStore(CatalogSql, CheckpointsSql, LeasesSql, OperationsSql, BlobsSql, HandoffSql):
     """Runs, checkpoints, events, leases, operations, budget charges, blobs and the catalog in a SQL database.
 
     Abstract: open a backend with `baton.store.factory.open_store`.

@@ -123,7 +123,21 @@ class StoreCore(ABC):
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[Tx]:
-        """One transaction on this thread's connection; DB errors become StoreError."""
+        """One transaction on this thread's connection; DB errors become StoreError.
+
+        Inside `atomic()` on this thread, the call joins that transaction instead
+        (it commits or rolls back with the whole block).
+        """
+        joined: Tx | None = getattr(self._local, "atomic", None)
+        if joined is not None:
+            try:
+                yield joined
+            except BaseException as exc:
+                translated = self._translate(exc)
+                if translated is not None:
+                    raise translated from exc
+                raise
+            return
         if getattr(self._local, "in_tx", False):
             raise StoreError("nested store transactions are not supported")
         conn = self._conn()
@@ -145,6 +159,32 @@ class StoreCore(ABC):
     def read_tx(self) -> AbstractContextManager[Tx]:
         """A read transaction for several reads in a row (store calls on this thread must wait until it ends)."""
         return self._tx(write=False)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Run several store calls on this thread as ONE write transaction: all of them commit, or none.
+
+        Every public method called inside the block joins it; an exception
+        (or the process dying) rolls the whole block back. Not re-entrant.
+        """
+        if getattr(self._local, "in_tx", False):
+            raise StoreError("atomic() cannot start inside another store transaction")
+        try:
+            with self._tx() as tx:
+                self._local.atomic = tx
+                try:
+                    yield
+                finally:
+                    self._local.atomic = None
+        except BaseException:
+            self._after_rollback()
+            raise
+
+    def _after_rollback(self) -> None:
+        """Forget what was cached from writes a rolled-back `atomic()` block made (hook for the mixins)."""
+        bodies = getattr(self, "_bodies", None)
+        if bodies is not None:
+            bodies.clear()  # checkpoint bodies remembered by appends that never committed
 
     def _rollback_quietly(self, conn: Any) -> None:
         try:

@@ -33,13 +33,18 @@ def live_targets(home: Path, *, ambiguous_rate: float = 0.0, ambiguous_delay_s: 
 
 
 @contextmanager
-def workers(home: Path, placements: dict[str, str], **options: str) -> Iterator[tuple[Supervisor, dict[str, object]]]:
+def workers(
+    home: Path, placements: dict[str, str], *, database_url: str | None = None, **options: str
+) -> Iterator[tuple[Supervisor, dict[str, object]]]:
     """Worker processes (`slot name -> placement`) sharing one history file under `home`, and their authority.
 
     As in the fleet, the authority is its own process and the supervisor provisions each worker's identity.
+    `database_url` (default: the SQLite file under `home`) is the store they all share.
     """
-    with AuthorityServiceProcess(home / "authority", f"sqlite:///{home / 'baton.db'}") as authority:
+    store_url = database_url or f"sqlite:///{home / 'baton.db'}"
+    with AuthorityServiceProcess(home / "authority", store_url) as authority:
         supervisor = Supervisor(home=home, log_dir=home / "logs", history_path=home / "history.jsonl",
+                                database_url=database_url,
                                 options={"lease-ttl-s": "2", "authority-url": authority.url, **options},
                                 provision=authority.provision)
         slots = {name: supervisor.add(name, placement) for name, placement in placements.items()}

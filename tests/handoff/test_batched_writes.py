@@ -27,9 +27,9 @@ def test_each_phase_commits_its_events_together_in_order(store: SqlStore, blobs:
         prepare_resume(store, blobs, run.run_id, placement=PEER, epoch=outcome.target_epoch)
 
     # prepare: the request on its own (a live source answers it), then its findings together;
-    # commit: the compare-and-set, its lease event, then the fence record, the move and the transfer;
+    # commit: ONE transaction for the compare-and-set, its lease event, the fence record, the move and the transfer;
     # restore: everything it records in one.
-    assert (prepare_tx.count(True), commit_tx.count(True), restore_tx.count(True)) == (2, 3, 1)
+    assert (prepare_tx.count(True), commit_tx.count(True), restore_tx.count(True)) == (2, 1, 1)
 
     recorded = store.list_events(run_id=run.run_id, after_seq=start)
     assert [e.event_type for _, e in recorded] == [
@@ -42,7 +42,7 @@ def test_each_phase_commits_its_events_together_in_order(store: SqlStore, blobs:
     times = [e.at for _, e in recorded]
     assert times == sorted(times)  # database clock, in seq order
     request_seq = recorded[0][0]
-    assert all(e.detail.get("request_seq") == request_seq for _, e in recorded[1:7] if e.event_type is not EventType.LEASE_ACQUIRED)
+    assert all(e.detail.get("request_seq") == request_seq for _, e in recorded[1:7])
     assert store.get_run(run.run_id).placement == PEER.name
 
 

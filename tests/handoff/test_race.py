@@ -54,36 +54,40 @@ def test_checkpoint_sealed_inside_the_commit_window_is_what_moves(
     prepared = coordinator.prepare(HandoffRequest(run.run_id, "rebalance", source_alive=False))
     assert isinstance(prepared, PreparedHandoff)
     late: list = []
-    grant = coordinator.ownership.grant
+    commit_handoff = store.commit_handoff
 
-    def seal_then_grant(*args, **kwargs):  # the source seals in the instant before the fence
-        late.append(run.seal(Boundary.AWAITING_AUTHORITY))
-        return grant(*args, **kwargs)
+    def seal_then_commit(*args, **kwargs):  # the source seals in the instant before the commit transaction
+        if not late:
+            late.append(run.seal(Boundary.AWAITING_AUTHORITY))
+        return commit_handoff(*args, **kwargs)
 
-    monkeypatch.setattr(coordinator.ownership, "grant", seal_then_grant)
+    monkeypatch.setattr(store, "commit_handoff", seal_then_commit)
     outcome = coordinator.commit(prepared)
     assert outcome.committed and outcome.checkpoint_id == late[0].checkpoint_id
     assert one(store, run.run_id, EventType.OWNERSHIP_TRANSFERRED).resume_boundary == "AWAITING_AUTHORITY"
 
 
-def test_late_checkpoint_the_target_cannot_take_leaves_the_run_fenced_and_unowned(
+def test_late_checkpoint_the_target_cannot_take_aborts_with_nothing_committed(
     store: SqlStore, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = seed_run(store, blobs, boundary=Boundary.VERIFIED)
     coordinator = mover(store, blobs)
     prepared = coordinator.prepare(HandoffRequest(run.run_id, "rebalance", source_alive=False))
     assert isinstance(prepared, PreparedHandoff)
-    grant = coordinator.ownership.grant
+    commit_handoff = store.commit_handoff
+    sealed: list = []
 
-    def seal_unsafe_then_grant(*args, **kwargs):
-        run.seal(Boundary.FAILED, resumability=ResumabilityClass.R0)
-        return grant(*args, **kwargs)
+    def seal_unsafe_then_commit(*args, **kwargs):
+        if not sealed:
+            sealed.append(run.seal(Boundary.FAILED, resumability=ResumabilityClass.R0))
+        return commit_handoff(*args, **kwargs)
 
-    monkeypatch.setattr(coordinator.ownership, "grant", seal_unsafe_then_grant)
+    monkeypatch.setattr(store, "commit_handoff", seal_unsafe_then_commit)
     outcome = coordinator.commit(prepared)
-    assert not outcome.committed and "left unowned" in (outcome.abort_reason or "")
+    assert not outcome.committed and "nothing was committed" in (outcome.abort_reason or "")
     lease = store.get_lease(run.run_id)
-    assert (lease.owner, lease.epoch) == (None, 2)  # old epoch stays fenced; nobody holds the new one
+    assert (lease.owner, lease.epoch) == ("source-worker", 1)  # the one transaction never ran: the source keeps it
+    assert store.get_run(run.run_id).placement == SOURCE.name
     assert not events(store, run.run_id, EventType.OWNERSHIP_TRANSFERRED)
 
 

@@ -219,23 +219,26 @@ class Fleet:
             supervisor = self._supervisor(names, self._authority(cleanup))
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
-            git_service = self._git_remote(cleanup)
+            specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id)
+            coding = [str(spec.task_input["repository"]) for spec in specs if spec.kind is RunKind.CODING]
+            git_service = self._git_remote(cleanup) if coding else None  # only a fleet with coding runs needs it
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
-            git = GitRemoteClient(git_service.url, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
-            cleanup.callback(git.close)
+            fenced: tuple[FenceAware, ...] = (deploy, corpus)
+            if git_service is not None:
+                git = GitRemoteClient(git_service.url, timeout_s=5.0)
+                cleanup.callback(git.close)
+                for repository in coding:
+                    git.create_repository(repository)
+                fenced = (deploy, corpus, git)
             dispatcher = HandoffDispatcher(build_coordinator(
-                store, blobs, hosting, (deploy, corpus, git),
+                store, blobs, hosting, fenced,
                 DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
             ))
             try:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
-                specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id)
-                for spec in specs:
-                    if spec.kind is RunKind.CODING:
-                        git.create_repository(str(spec.task_input["repository"]))
                 self.run_ids = [spec.run_id for spec in specs]
                 launcher = _Launcher(store, blobs, specs, c.reservation_ttl_s, Coordinator(store, name="fleet-launcher"))
                 launcher.launch_due(0.0, c.launch_interval_s)
@@ -247,14 +250,15 @@ class Fleet:
                          for s in specs],
                         extra_events=c.extra_chaos_events,
                     )
-                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, (deploy, corpus, git))
+                self._loop(store, supervisor, dispatcher, launcher, schedule, hosting, started, fenced)
             finally:
                 self.run_ids = self.run_ids[: launcher.launched] if launcher is not None else []
                 dispatcher.drain()
             supervisor.stop_all()  # before the services, so no worker talks to a stopped target
             deploy_service.stop()
             corpus_service.stop()
-            git_service.stop()
+            if git_service is not None:
+                git_service.stop()
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,

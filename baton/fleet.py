@@ -230,16 +230,23 @@ class Fleet:
             blobs = open_blobs(self.home, store)
             deploy_service, corpus_service = self._services(cleanup)
             webapp_service = self._webapp(cleanup) if c.browser else None
-            git_service = self._git_remote(cleanup)
+            specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id, browser=c.browser)
+            coding = [str(spec.task_input["repository"]) for spec in specs if spec.kind is RunKind.CODING]
+            git_service = self._git_remote(cleanup) if coding else None  # only a fleet with coding runs needs it
             deploy, corpus = connect_targets(self.home, timeout_s=5.0)
-            git = GitRemoteClient(git_service.url, timeout_s=5.0)
             cleanup.callback(corpus.close)
             cleanup.callback(deploy.close)
-            cleanup.callback(git.close)
+            fenced: tuple[FenceAware, ...] = (deploy, corpus)
+            if git_service is not None:
+                git = GitRemoteClient(git_service.url, timeout_s=5.0)
+                cleanup.callback(git.close)
+                for repository in coding:
+                    git.create_repository(repository)
+                fenced = (*fenced, git)
             webapp = connect_webapp(self.home, timeout_s=5.0) if c.browser else None
-            fenced: tuple[FenceAware, ...] = (deploy, corpus, git) if webapp is None else (deploy, corpus, git, webapp)
             if webapp is not None:
                 cleanup.callback(webapp.close)
+                fenced = (*fenced, webapp)
             self.webapp = webapp
             dispatcher = HandoffDispatcher(build_coordinator(
                 store, blobs, hosting, fenced,
@@ -248,10 +255,6 @@ class Fleet:
             try:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
-                specs = plan_runs(c.runs, list(hosting.values()), prefix=self.fleet_id, browser=c.browser)
-                for spec in specs:
-                    if spec.kind is RunKind.CODING:
-                        git.create_repository(str(spec.task_input["repository"]))
                 self.run_ids = [spec.run_id for spec in specs]
                 launcher = _Launcher(store, blobs, specs, c.reservation_ttl_s, Coordinator(store, name="fleet-launcher"))
                 launcher.launch_due(0.0, c.launch_interval_s)
@@ -272,7 +275,8 @@ class Fleet:
             corpus_service.stop()
             if webapp_service is not None:
                 webapp_service.stop()
-            git_service.stop()
+            if git_service is not None:
+                git_service.stop()
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,

@@ -33,6 +33,12 @@ if _TESTS_DIR not in sys.path:  # e.g. under --import-mode=importlib
 
 import pg  # noqa: E402
 
+from hypothesis import settings as _hypothesis_settings
+
+# Shared, loaded machines: Hypothesis's per-example deadline measures the machine, not the protocol.
+_hypothesis_settings.register_profile("baton", deadline=None)
+_hypothesis_settings.load_profile("baton")
+
 pytest_plugins = ("builders.fixtures",)
 
 

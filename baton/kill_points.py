@@ -15,7 +15,7 @@ import os
 import signal
 from enum import StrEnum
 
-ENV_VAR = "BATON_KILL_POINT"
+KILL_POINT_ENV = "BATON_KILL_POINT"
 MARK_ENV = "BATON_KILL_POINT_MARK"
 
 
@@ -44,12 +44,12 @@ def parse_kill_point(value: str) -> KillPoint:
         return KillPoint(value.strip())
     except ValueError:
         known = ", ".join(point.value for point in KillPoint)
-        raise ValueError(f"unknown kill point {value!r} in {ENV_VAR}; known: {known}") from None
+        raise ValueError(f"unknown kill point {value!r} in {KILL_POINT_ENV}; known: {known}") from None
 
 
 def kill_point(point: KillPoint) -> None:
     """SIGKILL this process here if the environment names `point` and its mark is not taken yet."""
-    armed = os.environ.get(ENV_VAR)
+    armed = os.environ.get(KILL_POINT_ENV)
     if not armed or parse_kill_point(armed) is not point:
         return
     mark = os.environ.get(MARK_ENV)

@@ -133,7 +133,12 @@ def sealed_authority(services: RuntimeServices, home: Path) -> str:
         else:
             fields = doc
     ref = str(fields["authority_context_ref"]).removeprefix("sha256:")
-    return str(json.loads((home / "blobs" / ref[:2] / ref[2:]).read_bytes())["level"])
+    path = home / "blobs" / ref[:2] / ref[2:]
+    if path.exists():  # a large blob lives in a file
+        raw = path.read_bytes()
+    else:  # a small one in the store's blob table, keyed by its raw digest
+        raw = bytes(services.store.execute_raw("SELECT data FROM blobs WHERE digest = ?", (bytes.fromhex(ref),))[0][0])
+    return str(json.loads(raw)["level"])
 
 
 @ON_OFF

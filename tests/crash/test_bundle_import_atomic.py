@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from baton.bundle import export_run
-from baton.kill_points import ENV_VAR, MARK_ENV, KillPoint
+from baton.kill_points import KILL_POINT_ENV, MARK_ENV, KillPoint
 from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 
@@ -58,7 +58,7 @@ def test_an_import_killed_part_way_leaves_no_trace(backend: Backend, tmp_path: P
         before = counts(store)
         mark = tmp_path / "killed.mark"
         env = {"BATON_BLOBS": blob_mode}
-        killed = _import(home, backend.url, bundle, {**env, ENV_VAR: KillPoint.BUNDLE_ROWS.value, MARK_ENV: str(mark)})
+        killed = _import(home, backend.url, bundle, {**env, KILL_POINT_ENV: KillPoint.BUNDLE_ROWS.value, MARK_ENV: str(mark)})
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         assert mark.read_text().split()[0] == KillPoint.BUNDLE_ROWS.value
         assert counts(store) == before  # nothing of the run, its lease, its checkpoints or its blobs

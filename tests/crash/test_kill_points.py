@@ -34,7 +34,7 @@ from baton.catalog.releases import RELEASES
 from baton.checker import check
 from baton.handoff.recovery import find_half_done
 from baton.history import read_history
-from baton.kill_points import ENV_VAR, MARK_ENV, KillPoint
+from baton.kill_points import KILL_POINT_ENV, MARK_ENV, KillPoint
 from baton.models import AuthorityLevel, EventType, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.launch import RunSpec, launch_run
@@ -94,7 +94,7 @@ def crash_at(point: KillPoint, backend: Backend, tmp_path: Path, monkeypatch: py
     home = tmp_path / "home"
     mark = tmp_path / "killed.mark"
     local, cloud = (placement_named(DEFAULT_PLACEMENTS, name) for name in ("local-gpu-eu", "cloud-eu"))
-    kill_env = {ENV_VAR: point.value, MARK_ENV: str(mark)}
+    kill_env = {KILL_POINT_ENV: point.value, MARK_ENV: str(mark)}
     with live_targets(home):
         store = open_store(backend.url, home)
         blobs = open_blobs(home, store)

@@ -70,9 +70,8 @@ def plain_checkpoints(home: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def plain_blob(home: Path, ref: str) -> Any:
-    """A JSON blob of the store read straight from its file (`blobs/<2 hex>/<62 hex>`)."""
-    digest = ref.removeprefix("sha256:")
-    return json.loads((home / "blobs" / digest[:2] / digest[2:]).read_bytes())
+    """A JSON blob of the store read straight from disk (see `plain_bytes`)."""
+    return json.loads(plain_bytes(home, ref))
 
 
 class CodingStack:
@@ -113,6 +112,17 @@ def coding_stack(home: Path, repositories: list[str], **options: str) -> Iterato
 
 
 def plain_bytes(home: Path, ref: str) -> bytes:
-    """Raw blob bytes straight from the store's file."""
+    """Raw blob bytes straight from disk: a large blob's file (`blobs/<2 hex>/<62 hex>`), else the
+    SQLite store's blob table, keyed by the raw digest, read with sqlite3 alone."""
     digest = ref.removeprefix("sha256:")
-    return (home / "blobs" / digest[:2] / digest[2:]).read_bytes()
+    path = home / "blobs" / digest[:2] / digest[2:]
+    if path.exists():
+        return path.read_bytes()
+    conn = sqlite3.connect(f"file:{home / 'baton.db'}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT data FROM blobs WHERE digest = ?", (bytes.fromhex(digest),)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise FileNotFoundError(f"blob {ref} is neither a file under {home / 'blobs'} nor a row of the blob table")
+    return bytes(row[0])

@@ -35,11 +35,18 @@ def _outcome_json(outcome: SimOutcome) -> dict[str, Any]:
     }
 
 
+SIMULATED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)  # the coding and browser agents have no in-process twin yet
+
+
 def _kinds(value: str) -> tuple[RunKind, ...]:
     try:
-        return tuple(RunKind(part.strip()) for part in value.split(",") if part.strip())
+        kinds = tuple(RunKind(part.strip()) for part in value.split(",") if part.strip())
     except ValueError as exc:
         raise typer.BadParameter(f"{exc}; use deploy and/or research, comma-separated") from None
+    unsupported = [kind.value for kind in kinds if kind not in SIMULATED_KINDS]
+    if unsupported or not kinds:
+        raise typer.BadParameter(f"the simulation runs deploy and research agents only, not {unsupported or 'none'}")
+    return kinds
 
 
 def _replay(seed: int, faults: int, ablate: tuple[str, ...], plan: FaultPlan | None, kinds: tuple[RunKind, ...],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from dagster import materialize
+from dagster import instance_for_test, materialize
 
 from assets.metrics_assets import handoff_metrics
 from baton.metrics.export import analytics_path
@@ -18,7 +18,8 @@ from pipelines.resources import BatonResource
 def test_materializing_the_asset_writes_every_metric_for_the_dashboard(home: Path, store: SqlStore,
                                                                       blobs: BlobStore) -> None:
     steps = run_scripted_research(store, blobs)
-    result = materialize([handoff_metrics], resources={"baton": BatonResource(home=str(home))})
+    with instance_for_test() as instance:
+        result = materialize([handoff_metrics], resources={"baton": BatonResource(home=str(home))}, instance=instance)
     assert result.success
     with duckdb.connect(str(analytics_path(home)), read_only=True) as con:
         names = [row[0] for row in con.execute("SELECT name FROM handoff_metrics").fetchall()]

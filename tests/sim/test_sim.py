@@ -11,7 +11,7 @@ from baton.sim.faults import Fault, FaultPlan, generate
 from baton.sim.runner import invariants_of, run_many, run_seed, shrink
 
 CI_SEEDS = int(os.environ.get("BATON_SIM_CI_SEEDS", "60"))
-KNOWN_GAP = FaultPlan((Fault("drop_response", 3), Fault("crash", 44, "after")))
+KNOWN_GAP = FaultPlan((Fault("drop_response", 3), Fault("crash", 21, "after")))  # write 21: right after the terminal seal
 
 
 def test_a_fault_free_world_verifies_its_run() -> None:
@@ -49,7 +49,7 @@ def test_an_ambiguous_answer_is_reconciled_not_repeated() -> None:
 
 
 def test_a_stall_longer_than_the_lease_is_fenced() -> None:
-    outcome = run_seed(11, 0, plan=FaultPlan((Fault("stall", 30, "400.0"),)), keep_trail=True)
+    outcome = run_seed(11, 0, plan=FaultPlan((Fault("stall", 15, "400.0"),)), keep_trail=True)
     assert outcome.ok, outcome.violations
     assert outcome.fired and outcome.fired[0].kind == "stall"
 
@@ -73,6 +73,13 @@ def test_ci_batch_of_seeds_has_no_violation() -> None:
     assert summary.seeds == CI_SEEDS
     assert sum(summary.fault_counts.values()) > CI_SEEDS  # faults really fired, not just scheduled
     assert summary.statuses.get("verified", 0) > 0
+
+
+def test_the_known_gap_schedule_really_crashes_after_the_terminal_seal() -> None:
+    """Guards the xfail below: the crash must fire, or the xfail would pass for the wrong reason."""
+    outcome = run_seed(79, 0, plan=KNOWN_GAP)
+    assert [f.kind for f in outcome.fired] == ["crash", "drop_response"]
+    assert outcome.last_boundaries == {"sim79-deploy-0": "POSTCONDITION_VERIFIED"}
 
 
 @pytest.mark.xfail(strict=True, reason="known liveness gap: a worker that dies after sealing the terminal "

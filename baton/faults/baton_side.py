@@ -19,12 +19,13 @@ from baton.agents.deploy_agent import DEPLOY
 from baton.agents.research_agent import PUBLISH
 from baton.authority_http import AuthorityServiceProcess
 from baton.authority_keys import JWKS_FILE
+from baton.catalog.changes import publish_release, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
 from baton.handoff.coordinator import HandoffRequest
-from baton.models import AuthorityLevel, BudgetLedger, BudgetUsage, RunKind
+from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.runtime.launch import RunSpec, default_limits, launch_run
@@ -44,7 +45,8 @@ class BatonRun:
 
     strategy = "baton"
 
-    def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any]) -> None:
+    def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any],
+                 task: dict[str, Any] | None = None) -> None:
         self.rig, self.kind, self.case_id = rig, kind, case_id
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
@@ -55,6 +57,7 @@ class BatonRun:
         self.blobs = open_blobs(rig.home, self.store)
         self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, [p.name for p in DEFAULT_PLACEMENTS])
         self.limits = limits
+        self.task_extra = dict(task or {})
         self.slots: dict[str, WorkerSlot] = {}
         self._supervisor: Supervisor | None = None
 
@@ -101,7 +104,7 @@ class BatonRun:
             self.rig.write_registry("checkout")
         else:
             spec = RunSpec(self.run_id, RunKind.RESEARCH, release, placement, "research fencing",
-                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]},
+                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]} | self.task_extra,
                            AuthorityLevel.SANDBOX_MUTATE, limits=limits)
         launch_run(self.store, self.blobs, spec, reservation_ttl_s=10.0)
 
@@ -132,6 +135,7 @@ class BatonRun:
 
         Without `start_worker` the run waits, reserved for `to`, until `worker(to)` starts one there.
         """
+        self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, list(self.hosting))  # the catalog now
         if start_worker and to not in self.slots:
             self.worker(to)
         deploy, corpus = connect_targets(self.rig.home, timeout_s=2.0)
@@ -144,6 +148,17 @@ class BatonRun:
             deploy.close()
             corpus.close()
         return f"handoff to {to}: {'committed' if outcome.committed else 'aborted'}"
+
+    def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str:
+        """The provider changes its releases: withdraw these (catalog names), publish these (name -> manifest,
+        placements), through the catalog calls `baton release ...` makes; the provider's record is written first."""
+        self.rig.record_release_change(withdrawn=[RELEASES[name].release_id for name in withdraw],
+                                       published={name: manifest.release_id for name, (manifest, _) in publish.items()})
+        for name in withdraw:
+            withdraw_release(self.store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
+        for name, (manifest, placements) in publish.items():
+            publish_release(self.store, manifest, name=name, placements=placements, actor="provider")
+        return f"catalog: withdrew {withdraw}, published {sorted(publish)}"
 
     def tamper_manifest(self) -> str:
         """Flip one byte of the latest checkpoint's candidate manifest blob, on disk."""

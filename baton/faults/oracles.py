@@ -22,11 +22,16 @@ Questions (a non-empty evidence list means "yes, it happened"):
   (reported failed while an effect exists, or verified without one);
 - unreconciled_retry: after the target committed a key, it received that key
   again under a new operation id: an attempt retried without asking the
-  target first (invariant 4), whether or not its dedup then saved the day.
+  target first (invariant 4), whether or not its dedup then saved the day;
+- withdrawn_release: the provider served the run on a release it had already
+  withdrawn, or a target effect landed whose run's last model output (before
+  it) came from a release withdrawn by then (provider's bill and release
+  changes vs the targets' effect files).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from decimal import Decimal
@@ -43,6 +48,7 @@ class Question(StrEnum):
     BUDGET = "budget"
     UNKNOWN_HIDDEN = "unknown_hidden"
     UNRECONCILED_RETRY = "unreconciled_retry"
+    WITHDRAWN_RELEASE = "withdrawn_release"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -53,6 +59,7 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.BUDGET: "the provider billed more than the run accounted (provider's bill)",
     Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
     Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
+    Question.WITHDRAWN_RELEASE: "the run went on under a release the provider had withdrawn (provider's bill, targets)",
 }
 
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
@@ -83,6 +90,7 @@ class CaseFiles:
         self.documents: dict[str, list[dict[str, Any]]] = (
             _json(targets / "corpus" / "documents.json") or {}).get("documents", {})
         self.registry: dict[str, Any] = _json(self.root / "build-registry.json") or {}
+        self.release_changes = _lines(self.root / "provider" / "release-changes.jsonl")
         self.bill = [line for line in _lines(self.root / "provider" / "bill.jsonl") if line.get("account") == self.run_id]
 
 
@@ -181,6 +189,37 @@ def unreconciled_retry(files: CaseFiles) -> list[str]:
     return evidence
 
 
+def _when(text: object) -> dt.datetime:
+    return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def withdrawn_release(files: CaseFiles) -> list[str]:
+    withdrawn_at: dict[str, dt.datetime] = {}
+    for change in files.release_changes:
+        for release_id in change.get("withdrawn", []):
+            withdrawn_at.setdefault(str(release_id), _when(change["at"]))
+    if not withdrawn_at:
+        return []
+    evidence = []
+    bill = sorted(files.bill, key=lambda line: _when(line["at"]))
+    for line in bill:
+        gone = withdrawn_at.get(str(line.get("release_id")))
+        if gone is not None and _when(line["at"]) >= gone:
+            evidence.append(f"the provider served {line.get('model')} at {line['at']}, after withdrawing it at {gone}")
+    for target, effects in files.effects.items():
+        for effect in effects:
+            at = _when(effect.get("at"))
+            before = [line for line in bill if _when(line["at"]) <= at]
+            if not before:
+                continue
+            last = str(before[-1].get("release_id"))
+            gone = withdrawn_at.get(last)
+            if gone is not None and gone <= at:
+                evidence.append(f"{target} effect seq {effect.get('seq')} at {effect.get('at')} rests on model output "
+                                f"of {before[-1].get('model')}, withdrawn at {gone}")
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -189,6 +228,7 @@ ORACLES = {
     Question.BUDGET: budget,
     Question.UNKNOWN_HIDDEN: unknown_hidden,
     Question.UNRECONCILED_RETRY: unreconciled_retry,
+    Question.WITHDRAWN_RELEASE: withdrawn_release,
 }
 
 

@@ -12,6 +12,7 @@ the `.reached` marker before it SIGKILLs or SIGSTOPs that process.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from baton.targets.service_process import ServiceProcess, target_data_dir
 
 REGISTRY_FILE = "build-registry.json"
 BILL_FILE = "bill.jsonl"
+RELEASE_CHANGES_FILE = "release-changes.jsonl"
 REPORTED_FILE = "reported.json"
 WAIT_S = 180.0
 T = TypeVar("T")
@@ -144,6 +146,16 @@ class Rig:
     def requests_of(self, run_id: str) -> list[dict[str, Any]]:
         """The deploy service's own request log lines for `run_id`."""
         return _rows_of(self.deploy_dir / "requests.jsonl", run_id)
+
+    def record_release_change(self, *, withdrawn: list[str], published: dict[str, str]) -> None:
+        """The provider's own record of a release change (ids withdrawn, name -> id published), with its time.
+
+        Written by the case, as the provider announces it, before any strategy hears of it.
+        """
+        line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "withdrawn": withdrawn,
+                           "published": published}, sort_keys=True)
+        with open(self.bill.parent / RELEASE_CHANGES_FILE, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
 
     def write_reported(self, reported: dict[str, object]) -> None:
         """What the run reported about itself, for the oracles to hold against the outside truth."""

@@ -24,6 +24,8 @@ _CAUGHT_BY: dict[str, str] = {
     "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes
     "reconcile-before-retry": "killed-awaiting-reply",
     "gate:release_incompatible": "release-withdrawn",
+    "freshness": "corpus-changed-while-paused",
+    "secret-scan": "secret-in-tool-result",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

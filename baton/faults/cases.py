@@ -173,6 +173,22 @@ def corpus_changed_while_paused(run: CaseRun, rig: Rig, notes: list[str]) -> Non
     notes.append(f"ended {run.wait_end()}")
 
 
+PLANTED_KEY = "AKIAZ7BATONFAULTS123"  # AWS access-key format: 'AKIA' and 16 of [0-9A-Z]
+SECRET_TEXT = CHANGED_TEXT + " Operators reach the fencing service with access key " + PLANTED_KEY + "."
+
+
+def secret_in_tool_result(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A cited document carries a credential (pasted by an operator); the run reads it as a tool result."""
+    assert rig.corpus_service is not None
+    rig.plant_secret(PLANTED_KEY)
+    with CorpusClient(rig.corpus_service.url) as corpus:
+        changed = corpus.change_document(CHANGED_DOC, SECRET_TEXT)
+    notes.append(f"corpus document {CHANGED_DOC} v{changed.get('version')} carries an access key")
+    run.worker(SOURCE)
+    run.launch()
+    notes.append(f"ended {run.wait_end()}")
+
+
 ALIAS_NAME = "model-v7b"
 ALIAS = RELEASES["model-v7"].model_copy(update={"model": "scripted-model-v7-2026-12"})
 """What the provider now serves under its model alias: a new manifest no run is pinned to or may migrate to."""
@@ -209,6 +225,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
     FaultCase("corpus-changed-while-paused", "a cited document changes while the worker pauses past its "
               "freshness budget", "research", corpus_changed_while_paused, task={"freshness_s": SHORT_FRESHNESS_S}),
+    FaultCase("secret-in-tool-result", "a document the run reads carries a credential", "research",
+              secret_in_tool_result),
     FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
               release_withdrawn),
 )

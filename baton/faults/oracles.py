@@ -26,7 +26,10 @@ Questions (a non-empty evidence list means "yes, it happened"):
 - withdrawn_release: the provider served the run on a release it had already
   withdrawn, or a target effect landed whose run's last model output (before
   it) came from a release withdrawn by then (provider's bill and release
-  changes vs the targets' effect files).
+  changes vs the targets' effect files);
+- secret_in_state: a credential the case planted in the world is in the raw
+  bytes of the run's portable state (Baton's blob files and SQLite store
+  files, a control's transcript file).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Question(StrEnum):
     UNKNOWN_HIDDEN = "unknown_hidden"
     UNRECONCILED_RETRY = "unreconciled_retry"
     WITHDRAWN_RELEASE = "withdrawn_release"
+    SECRET_IN_STATE = "secret_in_state"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -60,6 +64,7 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
     Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
     Question.WITHDRAWN_RELEASE: "the run went on under a release the provider had withdrawn (provider's bill, targets)",
+    Question.SECRET_IN_STATE: "a planted credential is in the raw bytes of portable state (blob, store, transcript files)",
 }
 
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
@@ -90,6 +95,7 @@ class CaseFiles:
         self.documents: dict[str, list[dict[str, Any]]] = (
             _json(targets / "corpus" / "documents.json") or {}).get("documents", {})
         self.registry: dict[str, Any] = _json(self.root / "build-registry.json") or {}
+        self.planted: list[str] = _json(self.root / "planted-secrets.json") or []
         self.release_changes = _lines(self.root / "provider" / "release-changes.jsonl")
         self.bill = [line for line in _lines(self.root / "provider" / "bill.jsonl") if line.get("account") == self.run_id]
 
@@ -220,6 +226,26 @@ def withdrawn_release(files: CaseFiles) -> list[str]:
     return evidence
 
 
+def _portable_state_files(root: Path) -> list[Path]:
+    """Baton's blob files and SQLite store files, and a control's transcript: what moves with a run."""
+    home = root / "home"
+    files = [p for p in (home / "blobs").rglob("*") if p.is_file()] if (home / "blobs").exists() else []
+    files += sorted(home.glob("baton.db*")) + sorted(root.glob("transcript.json*"))
+    return files
+
+
+def secret_in_state(files: CaseFiles) -> list[str]:
+    if not files.planted:
+        return []
+    evidence = []
+    for path in _portable_state_files(files.root):
+        data = path.read_bytes()
+        for secret in files.planted:
+            if secret.encode("utf-8") in data:
+                evidence.append(f"planted credential {secret[:4]}... found in {path.relative_to(files.root)}")
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -229,6 +255,7 @@ ORACLES = {
     Question.UNKNOWN_HIDDEN: unknown_hidden,
     Question.UNRECONCILED_RETRY: unreconciled_retry,
     Question.WITHDRAWN_RELEASE: withdrawn_release,
+    Question.SECRET_IN_STATE: secret_in_state,
 }
 
 

@@ -30,6 +30,7 @@ from baton.targets.service_process import ServiceProcess, target_data_dir
 REGISTRY_FILE = "build-registry.json"
 BILL_FILE = "bill.jsonl"
 RELEASE_CHANGES_FILE = "release-changes.jsonl"
+PLANTED_FILE = "planted-secrets.json"
 REPORTED_FILE = "reported.json"
 WAIT_S = 180.0
 T = TypeVar("T")
@@ -156,6 +157,12 @@ class Rig:
                            "published": published}, sort_keys=True)
         with open(self.bill.parent / RELEASE_CHANGES_FILE, "a", encoding="utf-8") as out:
             out.write(line + "\n")
+
+    def plant_secret(self, secret: str) -> None:
+        """Record a credential the case put into the world, for the oracle to look for in portable state."""
+        path = self.root / PLANTED_FILE
+        planted = json.loads(path.read_text()) if path.exists() else []
+        path.write_text(json.dumps([*planted, secret]))
 
     def write_reported(self, reported: dict[str, object]) -> None:
         """What the run reported about itself, for the oracles to hold against the outside truth."""

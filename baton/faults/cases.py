@@ -41,6 +41,7 @@ class CaseRun(Protocol):
     def wait_lease_lapsed(self) -> None: ...
     def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
     def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str: ...
+    def change_placement(self, placement: str, **facts: str) -> str: ...
     def tamper_manifest(self) -> str: ...
     def wait_end(self, timeout_s: float = 240.0) -> str: ...
 
@@ -60,6 +61,11 @@ class FaultCase:
     limits: dict[str, Any] = field(default_factory=dict)
     task: dict[str, Any] = field(default_factory=dict)
     """Extra task input for the run (e.g. a short `freshness_s` for the research agent's observations)."""
+    constraints: dict[str, Any] = field(default_factory=dict)
+    """The run's portability constraints (Baton carries them; a transcript has nowhere to)."""
+    exercises: tuple[str, ...] = ()
+    """Gate reasons the case's fault makes the gate weigh on a placement the coordinator then passes over
+    (no committed decision records them, so an unablated baseline run cannot show them)."""
 
 
 def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
@@ -210,6 +216,26 @@ def release_withdrawn(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     notes.append(f"ended {run.wait_end()}")
 
 
+RESIDENCY = ["eu-central", "eu-west"]
+
+
+def placement_left_region(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The run may only run in the EU; after VERIFIED its worker dies; the operator re-homes the target
+    placement to us-east; the run is moved there."""
+    rig.record_residency(RESIDENCY)
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    notes.append(run.change_placement(SAME_RELEASE, region="us-east"))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(SAME_RELEASE)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved: the target placement is outside its allowed regions")
+        return
+    notes.append(f"ended {run.wait_end()}")
+
+
 _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 
 CASE_LIST: tuple[FaultCase, ...] = (
@@ -227,6 +253,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "freshness budget", "research", corpus_changed_while_paused, task={"freshness_s": SHORT_FRESHNESS_S}),
     FaultCase("secret-in-tool-result", "a document the run reads carries a credential", "research",
               secret_in_tool_result),
+    FaultCase("placement-left-region", "the target placement is re-homed outside the run's allowed regions",
+              "deploy", placement_left_region, constraints={"portable_to_regions": RESIDENCY},
+              exercises=("region_not_allowed",)),
     FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
               release_withdrawn),
 )

@@ -37,7 +37,7 @@ class TranscriptRun:
     """One run of a case under a transcript-only control (`naive` or `competent`)."""
 
     def __init__(self, rig: Rig, *, mode: str, kind: str, case_id: str, limits: dict[str, Any],
-                 task: dict[str, Any] | None = None) -> None:
+                 task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None) -> None:
         self.rig, self.mode, self.kind = rig, mode, kind
         self.strategy = mode
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
@@ -101,6 +101,12 @@ class TranscriptRun:
         self.rig.record_release_change(withdrawn=[RELEASES[name].release_id for name in withdraw],
                                        published={name: manifest.release_id for name, (manifest, _) in publish.items()})
         return f"provider withdrew {withdraw}, published {sorted(publish)}; the control's scheduler is unaware"
+
+    def change_placement(self, placement: str, **facts: str) -> str:
+        """The operator's change reaches the control only as the operator's record: a transcript carries no
+        portability constraint to hold a placement against."""
+        self.rig.record_placement_change(placement, **facts)
+        return f"operator changed placement {placement} to {facts}; the control's scheduler is unaware"
 
     def tamper_manifest(self) -> str:
         """Flip one hex digit of the candidate inside the transcript (its checkpoint manifest), on disk."""

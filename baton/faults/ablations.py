@@ -27,6 +27,7 @@ _CAUGHT_BY: dict[str, str] = {
     "freshness": "corpus-changed-while-paused",
     "secret-scan": "secret-in-tool-result",
     "gate:region_not_allowed": "placement-left-region",
+    "gate:provider_not_allowed": "placement-changed-provider",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

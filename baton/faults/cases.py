@@ -236,6 +236,26 @@ def placement_left_region(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     notes.append(f"ended {run.wait_end()}")
 
 
+PROVIDERS = ["cloudco", "local"]
+
+
+def placement_changed_provider(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The run may only run on its owner's two providers; after VERIFIED its worker dies; the operator moves
+    the target placement to another provider; the run is moved there."""
+    rig.record_residency(providers=PROVIDERS)
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    notes.append(run.change_placement(SAME_RELEASE, provider="othercloud"))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(SAME_RELEASE)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved: the target placement is on a provider it may not use")
+        return
+    notes.append(f"ended {run.wait_end()}")
+
+
 _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 
 CASE_LIST: tuple[FaultCase, ...] = (
@@ -256,6 +276,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("placement-left-region", "the target placement is re-homed outside the run's allowed regions",
               "deploy", placement_left_region, constraints={"portable_to_regions": RESIDENCY},
               exercises=("region_not_allowed",)),
+    FaultCase("placement-changed-provider", "the target placement moves to a provider the run may not use",
+              "deploy", placement_changed_provider, constraints={"portable_to_providers": PROVIDERS},
+              exercises=("provider_not_allowed",)),
     FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
               release_withdrawn),
 )

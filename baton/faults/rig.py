@@ -167,9 +167,10 @@ class Rig:
         with open(self.root / PLACEMENT_CHANGES_FILE, "a", encoding="utf-8") as out:
             out.write(line + "\n")
 
-    def record_residency(self, regions: list[str]) -> None:
-        """The data-residency rule the run's owner set: the regions its work may run in."""
-        (self.root / RESIDENCY_FILE).write_text(json.dumps({"regions": sorted(regions)}))
+    def record_residency(self, regions: list[str] | None = None, providers: list[str] | None = None) -> None:
+        """The residency rule the run's owner set: the regions and/or providers its work may run on."""
+        rule = {"regions": sorted(regions or []), "providers": sorted(providers or [])}
+        (self.root / RESIDENCY_FILE).write_text(json.dumps(rule))
 
     def plant_secret(self, secret: str) -> None:
         """Record a credential the case put into the world, for the oracle to look for in portable state."""

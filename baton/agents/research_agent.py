@@ -36,6 +36,11 @@ _BEFORE_COMMIT = (
 _UNAVAILABLE = "unavailable_documents"
 
 
+def _freshness_s(ctx: RunContext) -> float:
+    """How long a fetched document may be used unchecked: the task's `freshness_s`, else FRESHNESS_S."""
+    return float(ctx.task.get("freshness_s", FRESHNESS_S))
+
+
 def _source(doc_id: str) -> str:
     return SOURCE_PREFIX + doc_id
 
@@ -73,7 +78,7 @@ def _gather(ctx: RunContext, corpus: CorpusClient, documents: list[str]) -> list
             except DocumentNotFoundError:
                 ctx.remember(_UNAVAILABLE, sorted(unavailable | {doc_id}))
                 continue
-            ctx.observe(fetched.source, {"doc_id": doc_id}, fetched.data, freshness_s=FRESHNESS_S,
+            ctx.observe(fetched.source, {"doc_id": doc_id}, fetched.data, freshness_s=_freshness_s(ctx),
                         observed_at=fetched.served_at)
             seen = ctx.read(_source(doc_id), {"doc_id": doc_id})
         if seen is not None:

@@ -144,7 +144,8 @@ class ScriptedModel:
     def _reply(self, prompt: str, output: str) -> ModelReply:
         input_tokens, output_tokens = count_tokens(prompt), count_tokens(output)
         charge = BudgetUsage(model_calls=1, model_spend_usd=self.pricing.cost(input_tokens, output_tokens))
-        record_bill(self.account, self.release.model, input_tokens, output_tokens, charge.model_spend_usd)
+        record_bill(self.account, self.release.model, input_tokens, output_tokens, charge.model_spend_usd,
+                    release_id=self.release.release_id)
         return ModelReply(output.encode("utf-8"), input_tokens, output_tokens, charge)
 
     def draft_report(self, observations: Sequence[tuple[Observation, bytes]], *, topic: str = "findings") -> ModelReply:
@@ -202,17 +203,20 @@ _STYLES: dict[str, tuple[ModelStyle, ModelPricing]] = {
 }
 
 
-def record_bill(account: str, model: str, input_tokens: int, output_tokens: int, usd: Decimal) -> None:
+def record_bill(account: str, model: str, input_tokens: int, output_tokens: int, usd: Decimal, *,
+                release_id: str = "") -> None:
     """The provider's own bill: one JSON line per served call, fsynced, in the file `BATON_MODEL_BILL` names.
 
     It is written as the call is served, before the caller sees the reply, so a
     caller that dies right after still shows on the bill. No variable, no bill.
+    `release_id` names the release manifest that served the call (the provider's own record of it).
     """
     path = os.environ.get(BILL_ENV)
     if not path:
         return
     line = json.dumps({"at": clock.now().isoformat(), "account": account, "model": model,
-                       "input_tokens": input_tokens, "output_tokens": output_tokens, "usd": str(usd)},
+                       "release_id": release_id, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                       "usd": str(usd)},
                       sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

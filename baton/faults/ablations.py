@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from baton.ablation import GATE_PREFIX, Ablation
 from baton.compat import GateReason
-from baton.faults.cases import CASE_LIST
+from baton.faults.cases import CASE_LIST, CASES
 from baton.faults.matrix import run_matrix
 
 ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFIX + reason.value for reason in GateReason)
@@ -23,6 +23,11 @@ ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFI
 _CAUGHT_BY: dict[str, str] = {
     "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes
     "reconcile-before-retry": "killed-awaiting-reply",
+    "gate:release_incompatible": "release-withdrawn",
+    "freshness": "corpus-changed-while-paused",
+    "secret-scan": "secret-in-tool-result",
+    "gate:region_not_allowed": "placement-left-region",
+    "gate:provider_not_allowed": "placement-changed-provider",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -71,7 +76,7 @@ def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, 
     """Each ablation in turn over `cases` (default every case).
 
     A gate reason is switched off only in the cases whose handoffs raised it in an unablated
-    baseline run (Baton only, run first): elsewhere the gate never weighs it, so switching it
+    baseline run (Baton only, run first), or that declare they exercise it: elsewhere the gate never weighs it, so switching it
     off changes nothing. A reason no case raises is reported uncaught, as the finding it is.
     """
     chosen = cases or [case.case_id for case in CASE_LIST]
@@ -82,6 +87,10 @@ def run_ablations(names: list[str], *, seed: int = 0, root: Path | None = None, 
         for result in baseline.of("baton"):
             for reason in result.gate_reasons:
                 raised.setdefault(GATE_PREFIX + reason, []).append(result.case_id)
+        for case_id in chosen:
+            for reason in CASES[case_id].exercises:
+                if case_id not in raised.setdefault(GATE_PREFIX + reason, []):
+                    raised[GATE_PREFIX + reason].append(case_id)
     results = []
     for name in names:
         subset = raised.get(name, []) if name.startswith(GATE_PREFIX) else chosen

@@ -19,12 +19,13 @@ from baton.agents.deploy_agent import DEPLOY
 from baton.agents.research_agent import PUBLISH
 from baton.authority_http import AuthorityServiceProcess
 from baton.authority_keys import JWKS_FILE
+from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
 from baton.handoff.coordinator import HandoffRequest
-from baton.models import AuthorityLevel, BudgetLedger, BudgetUsage, RunKind
+from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.runtime.launch import RunSpec, default_limits, launch_run
@@ -44,7 +45,8 @@ class BatonRun:
 
     strategy = "baton"
 
-    def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any]) -> None:
+    def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any],
+                 task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None) -> None:
         self.rig, self.kind, self.case_id = rig, kind, case_id
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
@@ -55,6 +57,8 @@ class BatonRun:
         self.blobs = open_blobs(rig.home, self.store)
         self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, [p.name for p in DEFAULT_PLACEMENTS])
         self.limits = limits
+        self.task_extra = dict(task or {})
+        self.constraints = PortabilityConstraints(**(constraints or {}))
         self.slots: dict[str, WorkerSlot] = {}
         self._supervisor: Supervisor | None = None
 
@@ -97,11 +101,11 @@ class BatonRun:
         limits = default_limits(self.store.db_now()).model_copy(update=self.limits)
         if self.kind == "deploy":
             spec = RunSpec(self.run_id, RunKind.DEPLOY, release, placement, "deploy checkout", {"service": "checkout"},
-                           AuthorityLevel.EXTERNAL_MUTATE, limits=limits)
+                           AuthorityLevel.EXTERNAL_MUTATE, limits=limits, constraints=self.constraints)
             self.rig.write_registry("checkout")
         else:
             spec = RunSpec(self.run_id, RunKind.RESEARCH, release, placement, "research fencing",
-                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]},
+                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]} | self.task_extra,
                            AuthorityLevel.SANDBOX_MUTATE, limits=limits)
         launch_run(self.store, self.blobs, spec, reservation_ttl_s=10.0)
 
@@ -132,6 +136,7 @@ class BatonRun:
 
         Without `start_worker` the run waits, reserved for `to`, until `worker(to)` starts one there.
         """
+        self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, list(self.hosting))  # the catalog now
         if start_worker and to not in self.slots:
             self.worker(to)
         deploy, corpus = connect_targets(self.rig.home, timeout_s=2.0)
@@ -143,7 +148,35 @@ class BatonRun:
         finally:
             deploy.close()
             corpus.close()
-        return f"handoff to {to}: {'committed' if outcome.committed else 'aborted'}"
+        if not outcome.committed:
+            return f"handoff to {to}: aborted"
+        chosen = outcome.target_placement or to
+        if chosen != to and start_worker and not self._alive(chosen):
+            self.worker(chosen)  # the coordinator picked another placement: give it a worker too
+        return f"handoff to {to}: committed" + ("" if chosen == to else f" to {chosen} instead")
+
+    def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str:
+        """The provider changes its releases: withdraw these (catalog names), publish these (name -> manifest,
+        placements), through the catalog calls `baton release ...` makes; the provider's record is written first."""
+        self.rig.record_release_change(withdrawn=[RELEASES[name].release_id for name in withdraw],
+                                       published={name: manifest.release_id for name, (manifest, _) in publish.items()})
+        for name in withdraw:
+            withdraw_release(self.store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
+        for name, (manifest, placements) in publish.items():
+            publish_release(self.store, manifest, name=name, placements=placements, actor="provider")
+        return f"catalog: withdrew {withdraw}, published {sorted(publish)}"
+
+    def change_placement(self, placement: str, **facts: str) -> str:
+        """The operator changes a placement (region, provider, ceiling, ...) through the catalog call
+        `baton placement update` makes; the operator's record is written first."""
+        self.rig.record_placement_change(placement, **facts)
+        update_placement(self.store, placement, actor="operator", reason="changed mid-run", **facts)  # type: ignore[arg-type]
+        return f"catalog: placement {placement} now {facts}"
+
+    def _alive(self, placement: str) -> bool:
+        slot = self.slots.get(placement)
+        process = None if slot is None else slot.process
+        return process is not None and process.poll() is None
 
     def tamper_manifest(self) -> str:
         """Flip one byte of the latest checkpoint's candidate manifest blob, on disk."""

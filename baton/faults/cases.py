@@ -11,11 +11,14 @@ same kind of state.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from baton.catalog.releases import RELEASES
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
+from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
 
 SOURCE = "local-gpu-eu"
@@ -37,6 +40,8 @@ class CaseRun(Protocol):
     def thaw(self, pid: int) -> None: ...
     def wait_lease_lapsed(self) -> None: ...
     def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
+    def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str: ...
+    def change_placement(self, placement: str, **facts: str) -> str: ...
     def tamper_manifest(self) -> str: ...
     def wait_end(self, timeout_s: float = 240.0) -> str: ...
 
@@ -54,6 +59,13 @@ class FaultCase:
     script: Script
     targets: TargetOptions = field(default_factory=TargetOptions)
     limits: dict[str, Any] = field(default_factory=dict)
+    task: dict[str, Any] = field(default_factory=dict)
+    """Extra task input for the run (e.g. a short `freshness_s` for the research agent's observations)."""
+    constraints: dict[str, Any] = field(default_factory=dict)
+    """The run's portability constraints (Baton carries them; a transcript has nowhere to)."""
+    exercises: tuple[str, ...] = ()
+    """Gate reasons the case's fault makes the gate weigh on a placement the coordinator then passes over
+    (no committed decision records them, so an unablated baseline run cannot show them)."""
 
 
 def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
@@ -147,6 +159,103 @@ def corpus_changed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     notes.append(f"ended {run.wait_end()}")
 
 
+SHORT_FRESHNESS_S = 3.0
+
+
+def corpus_changed_while_paused(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The report is verified; the worker pauses (lease kept) past its observations' freshness budget while a
+    cited document is rewritten; it goes on without moving."""
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    rig.wait_reached("sealed:VERIFIED")
+    assert rig.corpus_service is not None
+    with CorpusClient(rig.corpus_service.url) as corpus:
+        changed = corpus.change_document(CHANGED_DOC, CHANGED_TEXT)
+    notes.append(f"{run.strategy}: paused at sealed:VERIFIED; corpus document {CHANGED_DOC} rewritten "
+                 f"(v{changed.get('version')})")
+    paused = time.monotonic()
+    wait_until(lambda: time.monotonic() - paused > 2 * SHORT_FRESHNESS_S, what="the freshness budget to run out")
+    rig.release("sealed:VERIFIED")
+    notes.append(f"ended {run.wait_end()}")
+
+
+PLANTED_KEY = "AKIAZ7BATONFAULTS123"  # AWS access-key format: 'AKIA' and 16 of [0-9A-Z]
+SECRET_TEXT = CHANGED_TEXT + " Operators reach the fencing service with access key " + PLANTED_KEY + "."
+
+
+def secret_in_tool_result(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A cited document carries a credential (pasted by an operator); the run reads it as a tool result."""
+    assert rig.corpus_service is not None
+    rig.plant_secret(PLANTED_KEY)
+    with CorpusClient(rig.corpus_service.url) as corpus:
+        changed = corpus.change_document(CHANGED_DOC, SECRET_TEXT)
+    notes.append(f"corpus document {CHANGED_DOC} v{changed.get('version')} carries an access key")
+    run.worker(SOURCE)
+    run.launch()
+    notes.append(f"ended {run.wait_end()}")
+
+
+ALIAS_NAME = "model-v7b"
+ALIAS = RELEASES["model-v7"].model_copy(update={"model": "scripted-model-v7-2026-12"})
+"""What the provider now serves under its model alias: a new manifest no run is pinned to or may migrate to."""
+
+
+def release_withdrawn(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A candidate is planned; the worker dies; the provider withdraws the run's release (and v8) and repoints
+    its alias to a new release on the target; the run is moved there."""
+    run.worker(SOURCE, point="sealed:CANDIDATE_READY")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:CANDIDATE_READY")
+    notes.append(run.change_releases(["model-v7", "model-v8"], {ALIAS_NAME: (ALIAS, [SAME_RELEASE])}))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(SAME_RELEASE)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved: no placement offers its release any more")
+        return
+    notes.append(f"ended {run.wait_end()}")
+
+
+RESIDENCY = ["eu-central", "eu-west"]
+
+
+def placement_left_region(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The run may only run in the EU; after VERIFIED its worker dies; the operator re-homes the target
+    placement to us-east; the run is moved there."""
+    rig.record_residency(RESIDENCY)
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    notes.append(run.change_placement(SAME_RELEASE, region="us-east"))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(SAME_RELEASE)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved: the target placement is outside its allowed regions")
+        return
+    notes.append(f"ended {run.wait_end()}")
+
+
+PROVIDERS = ["cloudco", "local"]
+
+
+def placement_changed_provider(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The run may only run on its owner's two providers; after VERIFIED its worker dies; the operator moves
+    the target placement to another provider; the run is moved there."""
+    rig.record_residency(providers=PROVIDERS)
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    notes.append(run.change_placement(SAME_RELEASE, provider="othercloud"))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(SAME_RELEASE)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved: the target placement is on a provider it may not use")
+        return
+    notes.append(f"ended {run.wait_end()}")
+
+
 _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 
 CASE_LIST: tuple[FaultCase, ...] = (
@@ -160,6 +269,18 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("manifest-corrupted", "checkpoint manifest corrupted on disk before the move", "deploy",
               manifest_corrupted),
     FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
+    FaultCase("corpus-changed-while-paused", "a cited document changes while the worker pauses past its "
+              "freshness budget", "research", corpus_changed_while_paused, task={"freshness_s": SHORT_FRESHNESS_S}),
+    FaultCase("secret-in-tool-result", "a document the run reads carries a credential", "research",
+              secret_in_tool_result),
+    FaultCase("placement-left-region", "the target placement is re-homed outside the run's allowed regions",
+              "deploy", placement_left_region, constraints={"portable_to_regions": RESIDENCY},
+              exercises=("region_not_allowed",)),
+    FaultCase("placement-changed-provider", "the target placement moves to a provider the run may not use",
+              "deploy", placement_changed_provider, constraints={"portable_to_providers": PROVIDERS},
+              exercises=("provider_not_allowed",)),
+    FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
+              release_withdrawn),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

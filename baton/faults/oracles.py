@@ -22,11 +22,24 @@ Questions (a non-empty evidence list means "yes, it happened"):
   (reported failed while an effect exists, or verified without one);
 - unreconciled_retry: after the target committed a key, it received that key
   again under a new operation id: an attempt retried without asking the
-  target first (invariant 4), whether or not its dedup then saved the day.
+  target first (invariant 4), whether or not its dedup then saved the day;
+- withdrawn_release: the provider served the run on a release it had already
+  withdrawn, or a target effect landed whose run's last model output (before
+  it) came from a release withdrawn by then (provider's bill and release
+  changes vs the targets' effect files);
+- wrong_placement: a target admitted a mutation whose capability named a
+  placement that, by the operator's record, had by then been re-homed to a
+  region or provider outside the run's residency rule, or had its ceiling lowered below
+  the level presented (targets' presented-capability logs vs the operator's
+  placement changes and the owner's residency rule);
+- secret_in_state: a credential the case planted in the world is in the raw
+  bytes of the run's portable state (Baton's blob files and SQLite store
+  files, a control's transcript file).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from decimal import Decimal
@@ -43,6 +56,9 @@ class Question(StrEnum):
     BUDGET = "budget"
     UNKNOWN_HIDDEN = "unknown_hidden"
     UNRECONCILED_RETRY = "unreconciled_retry"
+    WITHDRAWN_RELEASE = "withdrawn_release"
+    SECRET_IN_STATE = "secret_in_state"
+    WRONG_PLACEMENT = "wrong_placement"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -53,6 +69,9 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.BUDGET: "the provider billed more than the run accounted (provider's bill)",
     Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
     Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
+    Question.WITHDRAWN_RELEASE: "the run went on under a release the provider had withdrawn (provider's bill, targets)",
+    Question.WRONG_PLACEMENT: "a target admitted a mutation from a placement its region, provider or ceiling forbids (target logs)",
+    Question.SECRET_IN_STATE: "a planted credential is in the raw bytes of portable state (blob, store, transcript files)",
 }
 
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
@@ -83,6 +102,14 @@ class CaseFiles:
         self.documents: dict[str, list[dict[str, Any]]] = (
             _json(targets / "corpus" / "documents.json") or {}).get("documents", {})
         self.registry: dict[str, Any] = _json(self.root / "build-registry.json") or {}
+        self.presented = {name: [p for p in _lines(targets / name / "presented.jsonl") if p.get("run_id") == self.run_id]
+                          for name in TARGET_FILES}
+        self.placement_changes = _lines(self.root / "placement-changes.jsonl")
+        rule = _json(self.root / "residency.json") or {}
+        self.residency: list[str] = rule.get("regions", [])
+        self.providers: list[str] = rule.get("providers", [])
+        self.planted: list[str] = _json(self.root / "planted-secrets.json") or []
+        self.release_changes = _lines(self.root / "provider" / "release-changes.jsonl")
         self.bill = [line for line in _lines(self.root / "provider" / "bill.jsonl") if line.get("account") == self.run_id]
 
 
@@ -181,6 +208,85 @@ def unreconciled_retry(files: CaseFiles) -> list[str]:
     return evidence
 
 
+def _when(text: object) -> dt.datetime:
+    return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def withdrawn_release(files: CaseFiles) -> list[str]:
+    withdrawn_at: dict[str, dt.datetime] = {}
+    for change in files.release_changes:
+        for release_id in change.get("withdrawn", []):
+            withdrawn_at.setdefault(str(release_id), _when(change["at"]))
+    if not withdrawn_at:
+        return []
+    evidence = []
+    bill = sorted(files.bill, key=lambda line: _when(line["at"]))
+    for line in bill:
+        gone = withdrawn_at.get(str(line.get("release_id")))
+        if gone is not None and _when(line["at"]) >= gone:
+            evidence.append(f"the provider served {line.get('model')} at {line['at']}, after withdrawing it at {gone}")
+    for target, effects in files.effects.items():
+        for effect in effects:
+            at = _when(effect.get("at"))
+            before = [line for line in bill if _when(line["at"]) <= at]
+            if not before:
+                continue
+            last = str(before[-1].get("release_id"))
+            gone = withdrawn_at.get(last)
+            if gone is not None and gone <= at:
+                evidence.append(f"{target} effect seq {effect.get('seq')} at {effect.get('at')} rests on model output "
+                                f"of {before[-1].get('model')}, withdrawn at {gone}")
+    return evidence
+
+
+def _portable_state_files(root: Path) -> list[Path]:
+    """Baton's blob files and SQLite store files, and a control's transcript: what moves with a run."""
+    home = root / "home"
+    files = [p for p in (home / "blobs").rglob("*") if p.is_file()] if (home / "blobs").exists() else []
+    files += sorted(home.glob("baton.db*")) + sorted(root.glob("transcript.json*"))
+    return files
+
+
+def secret_in_state(files: CaseFiles) -> list[str]:
+    if not files.planted:
+        return []
+    evidence = []
+    for path in _portable_state_files(files.root):
+        data = path.read_bytes()
+        for secret in files.planted:
+            if secret.encode("utf-8") in data:
+                evidence.append(f"planted credential {secret[:4]}... found in {path.relative_to(files.root)}")
+    return evidence
+
+
+LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")
+"""Authority levels, least to most consequential (the oracle's own copy of the order)."""
+
+
+def wrong_placement(files: CaseFiles) -> list[str]:
+    evidence = []
+    for target, presented in files.presented.items():
+        for line in presented:
+            at = _when(line["at"])
+            facts: dict[str, Any] = {}
+            for change in files.placement_changes:
+                if change.get("placement") == line.get("placement") and _when(change["at"]) <= at:
+                    facts.update(change)
+            region, ceiling = facts.get("region"), facts.get("authority_ceiling")
+            if region is not None and files.residency and region not in files.residency:
+                evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, "
+                                f"re-homed to {region} at {facts['at']}; the run may run only in {files.residency}")
+            provider = facts.get("provider")
+            if provider is not None and files.providers and provider not in files.providers:
+                evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, "
+                                f"moved to provider {provider} at {facts['at']}; the run may run only on {files.providers}")
+            level = str(line.get("level"))
+            if ceiling is not None and level in LEVELS and LEVELS.index(level) > LEVELS.index(str(ceiling)):
+                evidence.append(f"{target} admitted {line.get('operation_id')} at {level} from "
+                                f"{line.get('placement')}, whose ceiling was lowered to {ceiling} at {facts['at']}")
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -189,6 +295,9 @@ ORACLES = {
     Question.BUDGET: budget,
     Question.UNKNOWN_HIDDEN: unknown_hidden,
     Question.UNRECONCILED_RETRY: unreconciled_retry,
+    Question.WITHDRAWN_RELEASE: withdrawn_release,
+    Question.SECRET_IN_STATE: secret_in_state,
+    Question.WRONG_PLACEMENT: wrong_placement,
 }
 
 

@@ -12,6 +12,7 @@ the `.reached` marker before it SIGKILLs or SIGSTOPs that process.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -28,6 +29,10 @@ from baton.targets.service_process import ServiceProcess, target_data_dir
 
 REGISTRY_FILE = "build-registry.json"
 BILL_FILE = "bill.jsonl"
+RELEASE_CHANGES_FILE = "release-changes.jsonl"
+PLANTED_FILE = "planted-secrets.json"
+PLACEMENT_CHANGES_FILE = "placement-changes.jsonl"
+RESIDENCY_FILE = "residency.json"
 REPORTED_FILE = "reported.json"
 WAIT_S = 180.0
 T = TypeVar("T")
@@ -144,6 +149,34 @@ class Rig:
     def requests_of(self, run_id: str) -> list[dict[str, Any]]:
         """The deploy service's own request log lines for `run_id`."""
         return _rows_of(self.deploy_dir / "requests.jsonl", run_id)
+
+    def record_release_change(self, *, withdrawn: list[str], published: dict[str, str]) -> None:
+        """The provider's own record of a release change (ids withdrawn, name -> id published), with its time.
+
+        Written by the case, as the provider announces it, before any strategy hears of it.
+        """
+        line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "withdrawn": withdrawn,
+                           "published": published}, sort_keys=True)
+        with open(self.bill.parent / RELEASE_CHANGES_FILE, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def record_placement_change(self, placement: str, **facts: str) -> None:
+        """The operator's own record of a placement change (its new region, ceiling, ...), with its time."""
+        line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "placement": placement, **facts},
+                          sort_keys=True)
+        with open(self.root / PLACEMENT_CHANGES_FILE, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def record_residency(self, regions: list[str] | None = None, providers: list[str] | None = None) -> None:
+        """The residency rule the run's owner set: the regions and/or providers its work may run on."""
+        rule = {"regions": sorted(regions or []), "providers": sorted(providers or [])}
+        (self.root / RESIDENCY_FILE).write_text(json.dumps(rule))
+
+    def plant_secret(self, secret: str) -> None:
+        """Record a credential the case put into the world, for the oracle to look for in portable state."""
+        path = self.root / PLANTED_FILE
+        planted = json.loads(path.read_text()) if path.exists() else []
+        path.write_text(json.dumps([*planted, secret]))
 
     def write_reported(self, reported: dict[str, object]) -> None:
         """What the run reported about itself, for the oracles to hold against the outside truth."""

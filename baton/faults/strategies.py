@@ -14,7 +14,9 @@ CONTROLS: tuple[str, ...] = ("naive", "competent")
 def make_run(strategy: str, rig: Rig, case: FaultCase, store_url: str | None) -> CaseRun:
     """A fresh run of `case` under `strategy` in `rig` (Baton's store on `store_url` when given)."""
     if strategy == "baton":
-        return BatonRun(rig, kind=case.kind, store_url=store_url, case_id=case.case_id, limits=case.limits)
+        return BatonRun(rig, kind=case.kind, store_url=store_url, case_id=case.case_id, limits=case.limits,
+                        task=case.task, constraints=case.constraints)
     if strategy in CONTROLS:
-        return TranscriptRun(rig, mode=strategy, kind=case.kind, case_id=case.case_id, limits=case.limits)
+        return TranscriptRun(rig, mode=strategy, kind=case.kind, case_id=case.case_id, limits=case.limits,
+                        task=case.task, constraints=case.constraints)
     raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from baton.catalog.releases import RELEASES
+from baton.models import BehavioralRelease
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
 from baton.faults.transcript_agent import TERMINAL, load, new_transcript, save
 from baton.placements import DEFAULT_PLACEMENTS
@@ -35,12 +36,14 @@ def release_on(placement: str) -> str:
 class TranscriptRun:
     """One run of a case under a transcript-only control (`naive` or `competent`)."""
 
-    def __init__(self, rig: Rig, *, mode: str, kind: str, case_id: str, limits: dict[str, Any]) -> None:
+    def __init__(self, rig: Rig, *, mode: str, kind: str, case_id: str, limits: dict[str, Any],
+                 task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None) -> None:
         self.rig, self.mode, self.kind = rig, mode, kind
         self.strategy = mode
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.transcript = rig.root / "transcript.json"
         self.limits = limits
+        self.task_extra = dict(task or {})
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._all: list[subprocess.Popen[bytes]] = []
         self.frozen: set[int] = set()
@@ -54,7 +57,7 @@ class TranscriptRun:
             task: dict[str, Any] = {"kind": "deploy", "service": "checkout"}
             self.rig.write_registry("checkout")
         else:
-            task = {"kind": "research", "topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]}
+            task = {"kind": "research", "topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]} | self.task_extra
         save(self.transcript, new_transcript(self.run_id, task, {"model_calls": self.limits.get("model_calls")},
                                              self.mode), self.mode)
 
@@ -91,6 +94,19 @@ class TranscriptRun:
         if start_worker:
             self.worker(to)
         return f"transcript copied to a new worker on {to} ({reason})"
+
+    def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str:
+        """The provider's release change reaches the control only as the provider's record: a transcript
+        scheduler keeps its static placement list (a transcript carries no release identity to check)."""
+        self.rig.record_release_change(withdrawn=[RELEASES[name].release_id for name in withdraw],
+                                       published={name: manifest.release_id for name, (manifest, _) in publish.items()})
+        return f"provider withdrew {withdraw}, published {sorted(publish)}; the control's scheduler is unaware"
+
+    def change_placement(self, placement: str, **facts: str) -> str:
+        """The operator's change reaches the control only as the operator's record: a transcript carries no
+        portability constraint to hold a placement against."""
+        self.rig.record_placement_change(placement, **facts)
+        return f"operator changed placement {placement} to {facts}; the control's scheduler is unaware"
 
     def tamper_manifest(self) -> str:
         """Flip one hex digit of the candidate inside the transcript (its checkpoint manifest), on disk."""

@@ -32,7 +32,11 @@ from baton.ablation import warn_if_ablated
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
 from baton.targets.capability_guard import TargetGuard, add_guard_arguments
+from baton.targets.durable_files import append_line, utc_now_text
 from baton.targets.mutation_log import MutationLog, SealedOperationError
+
+PRESENTED_FILE = "presented.jsonl"
+"""The target's own record of the capability each admitted mutation presented (placement, level)."""
 
 OPERATION_HEADER = "X-Operation-Id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -92,6 +96,8 @@ async def apply_mutation(
 ) -> JSONResponse:
     """Run one mutation request through `log` and answer it (201 applied, 200 replayed).
 
+    An admitted capability's placement and level are written to `presented.jsonl` (what the target saw).
+
     With `guard`, the capability in the request must fit it first; a refusal is
     written to the service's own request log as `capability:<reason>`.
     """
@@ -101,8 +107,11 @@ async def apply_mutation(
         return refusal(400, "bad_headers", str(exc))
     if guard is not None:
         try:
-            guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,
-                        idempotency_key=key, payload=payload)
+            claims = guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,
+                                 idempotency_key=key, payload=payload)
+            append_line(log.directory / PRESENTED_FILE, {
+                "at": utc_now_text(), "operation_id": operation_id, "run_id": token.run_id, "epoch": token.epoch,
+                "placement": claims.placement, "level": claims.level.value})
         except CapabilityError as exc:
             log.refuse(operation_id, key, token, f"capability:{exc.reason}", str(exc))
             return refusal(403, f"capability:{exc.reason}", str(exc))

@@ -82,7 +82,7 @@ def _summary_json(summary: Summary) -> dict[str, Any]:
         "seeds": summary.seeds, "seconds": round(summary.seconds, 3), "seeds_per_s": round(summary.seeds_per_s, 3),
         "fault_kinds_scheduled": dict(summary.scheduled_counts), "fault_kinds_fired": dict(summary.fault_counts),
         "run_statuses": dict(summary.statuses), "violating_seeds": [o.seed for o in summary.failing],
-        "seeds_with_actor_errors": summary.errors, "steps": summary.steps,
+        "violating_seed_count": len(summary.failing), "seeds_with_actor_errors": summary.errors, "steps": summary.steps,
     }
 
 

@@ -179,15 +179,52 @@ class BatonRun:
         return process is not None and process.poll() is None
 
     def tamper_manifest(self) -> str:
-        """Flip one byte of the latest checkpoint's candidate manifest blob, on disk."""
+        """Flip one byte of the latest checkpoint's candidate manifest blob where it is stored.
+
+        A large blob is a file under `blobs/`; a small one (the default) is a row of the store's
+        blob table, changed with plain SQL, as a disk or operator error would change it.
+        """
         latest = self.store.latest_checkpoint(self.run_id)
         assert latest is not None
         digest = latest.candidate_manifest_ref.split(":", 1)[1]
         path = self.rig.home / "blobs" / digest[:2] / digest[2:]
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0x01
-        path.write_bytes(bytes(data))
-        return f"flipped a byte of candidate manifest {latest.candidate_manifest_ref[:19]} ({latest.boundary.value})"
+        where = "file"
+        if path.exists():
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0x01
+            path.write_bytes(bytes(data))
+        else:
+            key = bytes.fromhex(digest)
+            rows = self.store.execute_raw("SELECT data FROM blobs WHERE digest = ?", (key,))
+            assert rows, f"candidate manifest {digest[:12]} is neither a blob file nor a blob row"
+            data = bytearray(bytes(rows[0][0]))
+            data[len(data) // 2] ^= 0x01
+            self._update_blob_row_bypassing_append_only(key, bytes(data))
+            where = "blob table row"
+        return (f"flipped a byte of candidate manifest {latest.candidate_manifest_ref[:19]} ({latest.boundary.value}, "
+                f"{where})")
+
+    def _update_blob_row_bypassing_append_only(self, key: bytes, data: bytes) -> None:
+        """Change one blob row as corruption would: the store's append-only triggers are lifted around it."""
+        store = self.store
+        if store.dialect.name == "sqlite":
+            triggers = [str(sql) for (sql,) in store.execute_raw(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'blobs'")]
+            names = [str(name) for (name,) in store.execute_raw(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'blobs'")]
+            for name in names:
+                store.execute_raw(f'DROP TRIGGER "{name}"')
+            try:
+                store.execute_raw("UPDATE blobs SET data = ? WHERE digest = ?", (data, key))
+            finally:
+                for sql in triggers:
+                    store.execute_raw(sql)
+        else:
+            store.execute_raw("ALTER TABLE blobs DISABLE TRIGGER USER")
+            try:
+                store.execute_raw("UPDATE blobs SET data = ? WHERE digest = ?", (data, key))
+            finally:
+                store.execute_raw("ALTER TABLE blobs ENABLE TRIGGER USER")
 
     def wait_end(self, timeout_s: float = 240.0) -> str:
         wait_until(lambda: self.store.get_run(self.run_id).status in TERMINAL, timeout_s=timeout_s,

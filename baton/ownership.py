@@ -75,7 +75,15 @@ class Coordinator:
         expected = before.epoch if observed_epoch is None else observed_epoch
         history.invoke("acquire", run_id, epoch=expected, value={"owner": owner, "observed_epoch": expected})
         try:
-            lease = self.store.acquire_lease(run_id, owner, ttl_s, expected, require_expired=not force)
+            # The compare-and-set and its LEASE_ACQUIRED event commit together, so the log's
+            # order of acquisitions is the order the epochs were won (a racing grant cannot
+            # record its newer epoch before this one's older epoch is written).
+            with self.store.atomic():
+                lease = self.store.acquire_lease(run_id, owner, ttl_s, expected, require_expired=not force)
+                if lease is not None and lease.epoch > expected:
+                    self.store.append_event(self._acquired_event(run_id, owner, before, expected, lease,
+                                                                 force=force, reason=reason,
+                                                                 fenced=len(fence_targets)))
         except BaseException as exc:
             history.info("acquire", run_id, epoch=expected, value={"owner": owner, "error": repr(exc)})
             raise
@@ -86,21 +94,23 @@ class Coordinator:
             raise LeaseConflictError(f"run {run_id!r}: store returned epoch {lease.epoch} after {expected}")
         takeover = expected > 0  # an earlier epoch existed: its holder may still be running
         self.fence(run_id, lease.epoch, fence_targets)
-        self.store.append_event(
-            Event(
-                event_type=EventType.LEASE_ACQUIRED,
-                run_id=run_id,
-                at=self.store.db_now(),
-                source_epoch=expected,
-                target_epoch=lease.epoch,
-                reason=reason or ("revocation and transfer" if force else
-                                  "takeover of a lapsed lease" if takeover else "lease granted"),
-                detail={"owner": owner, "previous_owner": before.owner if before.epoch == expected else None,
-                        "coordinator": self.name, "forced": force, "fenced_targets": len(fence_targets)},
-            )
-        )
         history.ok("acquire", run_id, epoch=lease.epoch, value={"owner": owner, "takeover": takeover})
         return lease
+
+    def _acquired_event(self, run_id: str, owner: str, before: Lease, expected: int, lease: Lease, *,
+                        force: bool, reason: str, fenced: int) -> Event:
+        takeover = expected > 0
+        return Event(
+            event_type=EventType.LEASE_ACQUIRED,
+            run_id=run_id,
+            at=self.store.db_now(),
+            source_epoch=expected,
+            target_epoch=lease.epoch,
+            reason=reason or ("revocation and transfer" if force else
+                              "takeover of a lapsed lease" if takeover else "lease granted"),
+            detail={"owner": owner, "previous_owner": before.owner if before.epoch == expected else None,
+                    "coordinator": self.name, "forced": force, "fenced_targets": fenced},
+        )
 
     def fence(self, run_id: str, epoch: int, targets: Sequence[FenceAware]) -> None:
         """Tell each target that `epoch` now rules the run (raises if a target cannot be told)."""

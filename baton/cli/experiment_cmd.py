@@ -48,6 +48,8 @@ def sweep_table(cells: list[dict[str, Any]]) -> Table:
 
 
 def register(app: typer.Typer) -> None:
+    register_bench(app)
+
     @app.command("experiment")
     def experiment(
         runs: int = typer.Option(2000, "--runs", help="Runs in the workload (each replayed by every strategy)."),
@@ -61,7 +63,7 @@ def register(app: typer.Typer) -> None:
         if runs < 1:
             raise typer.BadParameter(f"must be at least 1, got {runs}", param_hint="--runs")
         path = out or experiment_path(Path(os.environ.get("BATON_HOME", ".baton")))
-        console = Console(stderr=as_json)
+        console = Console(stderr=as_json, width=170)
         total = runs * len(STRATEGIES) + (len(RUN_LENGTHS) * len(FAULT_RATES) if sweep else 0)
         command = f"baton experiment --runs {runs} --seed {seed}" + (" --sweep" if sweep else "")
         with Progress(TextColumn("experiment"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -91,3 +93,23 @@ def register(app: typer.Typer) -> None:
                               f"{row['baton_success']:.1%}" if cost is not None else
                               f"  length {row['run_length']}, fault rate {row['fault_rate']:g}: restart verified none")
         console.print(f"wrote {path} in {done.result.meta['seconds']:.1f} s ({counts['run_outcomes']} run outcomes)")
+
+
+def register_bench(app: typer.Typer) -> None:
+    @app.command("experiment-bench")
+    def experiment_bench(
+        runs: int = typer.Option(10000, "--runs", help="Runs of the timed experiment."),
+        events: int = typer.Option(1_000_000, "--events", help="Least events in the log the metrics are timed on."),
+        seed: int = typer.Option(7, "--seed"),
+        out: Path | None = typer.Option(None, "--out", help="Write the figures as JSON to this file."),
+    ) -> None:
+        """Time `baton experiment --runs N` and the sec.-25 metrics over a log of at least --events events."""
+        from baton.experiment.bench import bench
+
+        if runs < 1 or events < 1:
+            raise typer.BadParameter("--runs and --events must be at least 1")
+        figures = bench(runs, events, seed)
+        text = json.dumps(figures, indent=1)
+        if out is not None:
+            out.write_text(text + "\n", encoding="utf-8")
+        typer.echo(text)

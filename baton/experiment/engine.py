@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 
 from baton.experiment.calibration import Calibration
@@ -36,7 +37,8 @@ class StrategyRuns:
 
 
 def run_strategy(strategy: Strategy, w: Workload, params: Parameters, cal: Calibration, *, seed: int,
-                 with_metrics: bool = True, tick: Callable[[int], None] | None = None) -> StrategyRuns:
+                 with_metrics: bool = True, tick: Callable[[int], None] | None = None,
+                 keep_log: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> StrategyRuns:
     """Every run of the workload under one strategy; the ledger and evidence source are fresh per strategy."""
     ledger, evidence = TargetLedger(), EvidenceSource()
     rec = Recorder(cal.seal_ms, strategy.boundary == "seal")
@@ -73,6 +75,8 @@ def run_strategy(strategy: Strategy, w: Workload, params: Parameters, cal: Calib
     if with_metrics:
         con = load_tables(rec, checkpoints, [AGENT_KINDS[int(k)] for k in w.kind], statuses,
                           ledger.all_effects(), cal.checkpoint_bytes)
+        if keep_log is not None:
+            keep_log(con)
         metrics = handoff_metrics(con)
         cells = [(c.kind, c.handoff, c.migration_class, c.verified, c.finished) for c in verified_success(con)]
         con.close()

@@ -47,6 +47,21 @@ def sweep_table(cells: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.1%}"
+
+
+def verdict_line(row: dict[str, Any]) -> str:
+    """One sweep cell in words: who wins, by how much against Baton, and how restart compares."""
+    head = f"  length {row['run_length']:>3}, fault rate {row['fault_rate']:<5g}: winner {row['winner']}"
+    if row["winner"] != "baton":
+        head += (f" (cost/verified {_pct(row['winner_cost_vs_baton'])}, time {_pct(row['winner_time_vs_baton'])} "
+                 "vs baton)")
+    return (head + f"; restart vs baton: cost/verified {_pct(row['restart_cost_vs_baton'])}, time "
+            f"{_pct(row['restart_time_vs_baton'])}, verified {row['restart_success']:.1%} vs "
+            f"{row['baton_success']:.1%}")
+
+
 def register(app: typer.Typer) -> None:
     register_bench(app)
 
@@ -85,13 +100,7 @@ def register(app: typer.Typer) -> None:
             console.print(sweep_table(cells))
             console.print(f"sweep: {sweep_runs_per_cell(runs)} runs per cell")
             for row in restart_versus_baton(cells):
-                cost = row["restart_cost_vs_baton"]
-                verdict = "restart cheaper" if cost is not None and cost < 0 else "baton cheaper"
-                console.print(f"  length {row['run_length']:>3}, fault rate {row['fault_rate']:<5g}: {verdict}; "
-                              f"restart cost/verified {cost:+.1%} vs baton, time "
-                              f"{row['restart_time_vs_baton']:+.1%}, success {row['restart_success']:.1%} vs "
-                              f"{row['baton_success']:.1%}" if cost is not None else
-                              f"  length {row['run_length']}, fault rate {row['fault_rate']:g}: restart verified none")
+                console.print(verdict_line(row))
         console.print(f"wrote {path} in {done.result.meta['seconds']:.1f} s ({counts['run_outcomes']} run outcomes)")
 
 

@@ -119,7 +119,8 @@ def load_tables(recorder: Recorder, checkpoints: tuple[np.ndarray, np.ndarray, n
         con.execute("INSERT INTO effects SELECT 'run-' || run, 'target', op, key FROM fx_frame")
         con.unregister("fx_frame")
     con.execute(f"CREATE OR REPLACE TABLE checkpoint_sizes ({CHECKPOINT_COLUMNS})")
-    con.register("ck_frame", pd.DataFrame({"run": ck_run}))
+    # Sizes are of Baton's sealed manifests only; a transcript write has no manifest to measure.
+    con.register("ck_frame", pd.DataFrame({"run": ck_run if recorder.seal else ck_run[:0]}))
     con.execute(f"INSERT INTO checkpoint_sizes SELECT 'run-' || run, 'ck-' || row_number() OVER (), "
                 f"{int(checkpoint_bytes)} FROM ck_frame")
     con.unregister("ck_frame")

@@ -39,7 +39,7 @@ def _git_commit() -> str:
 
 
 def sweep_runs_per_cell(runs: int) -> int:
-    return max(100, runs // (len(RUN_LENGTHS) * len(FAULT_RATES)))
+    return max(1000, runs // 4)
 
 
 def run_experiment(runs: int, seed: int, *, sweep: bool = False, params: Parameters | None = None,

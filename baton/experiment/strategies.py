@@ -184,8 +184,6 @@ class RunSimulation:
         # The worker is gone: wait for somewhere to resume.
         wait = {"any": float(w.any_wait_s[i, k]), "pool": float(w.pool_wait_s[i, k]),
                 "same": float(w.same_wait_s[i, k])}[s.placement]
-        if s.placement == "any" and kind == PLACEMENT_LOST:
-            wait = float(w.any_wait_s[i, k])
         if s.protocol == "human":
             self.out.interventions += 1
             self.out.cost_usd += self.p.human_cost_usd

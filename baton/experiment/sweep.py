@@ -47,18 +47,24 @@ def sweep_cells(experiment_id: str, seed: int, runs_per_cell: int, params: Param
     return rows
 
 
+def _versus(other: float | None, baton: float | None) -> float | None:
+    return other / baton - 1.0 if other is not None and baton else None
+
+
 def restart_versus_baton(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per cell: restart from the beginning against Baton on cost per verified run and mean time."""
+    """Per cell: the winner and restart from the beginning against Baton (cost per verified run, mean time)."""
     by = {(r["run_length"], r["fault_rate"], r["strategy"]): r for r in rows}
     out = []
     for length in RUN_LENGTHS:
         for rate in FAULT_RATES:
             b, s = by.get((length, rate, "baton")), by.get((length, rate, "restart"))
-            if not b or not s or b["cost_per_verified_usd"] is None:
+            if not b or not s:
                 continue
-            cost = (s["cost_per_verified_usd"] / b["cost_per_verified_usd"] - 1.0
-                    if s["cost_per_verified_usd"] is not None else None)
-            out.append({"run_length": length, "fault_rate": rate, "restart_cost_vs_baton": cost,
-                        "restart_time_vs_baton": s["mean_completion_s"] / b["mean_completion_s"] - 1.0,
+            win = next((r for r in rows if r["run_length"] == length and r["fault_rate"] == rate and r["winner"]), b)
+            out.append({"run_length": length, "fault_rate": rate, "winner": win["strategy"],
+                        "winner_cost_vs_baton": _versus(win["cost_per_verified_usd"], b["cost_per_verified_usd"]),
+                        "winner_time_vs_baton": _versus(win["mean_completion_s"], b["mean_completion_s"]),
+                        "restart_cost_vs_baton": _versus(s["cost_per_verified_usd"], b["cost_per_verified_usd"]),
+                        "restart_time_vs_baton": _versus(s["mean_completion_s"], b["mean_completion_s"]),
                         "restart_success": s["success_rate"], "baton_success": b["success_rate"]})
     return out

@@ -18,34 +18,41 @@ from baton.metrics.intervals import wilson
 
 SCHEMA_REASONS = ("state_schema_incompatible", "schema_transform_forbidden", "schema_transform_required")
 
-_VIEWS = """
-CREATE OR REPLACE TEMP VIEW run_events AS
-    SELECT * FROM events WHERE run_id <> 'baton:catalog';
-CREATE OR REPLACE TEMP VIEW windowed AS
-    SELECT *,
+_RUN_EVENTS = "CREATE OR REPLACE TEMP VIEW run_events AS SELECT * FROM events WHERE run_id <> 'baton:catalog'"
+
+# The per-handoff tables are materialized once per computation (not views): every metric reads them,
+# and re-running the window over a million events for each metric would dominate the cost.
+_HANDOFF_TABLES = """
+CREATE OR REPLACE TEMP TABLE windowed AS
+    SELECT run_id, seq, ts, event_type,
+           event_type = 'operation_reconciled' AND json_extract_string(detail, '$.state') = 'UNKNOWN' AS unknown_left,
            sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END) OVER w AS request_no,
            sum(CASE WHEN event_type = 'ownership_transferred' THEN 1 ELSE 0 END) OVER w AS transfer_no
-    FROM run_events WINDOW w AS (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING);
-CREATE OR REPLACE TEMP VIEW requests AS
+    FROM run_events
+    WHERE event_type IN ('handoff_requested', 'ownership_transferred', 'handoff_aborted', 'authority_downgraded',
+                         'resume_verified', 'revalidation_failed', 'revalidation_started',
+                         'reverification_required', 'operation_reconciled')
+    WINDOW w AS (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING);
+CREATE OR REPLACE TEMP TABLE requests AS
     SELECT run_id, request_no,
            min(ts) FILTER (WHERE event_type = 'handoff_requested') AS requested_at,
            bool_or(event_type = 'ownership_transferred') AS committed,
            bool_or(event_type = 'handoff_aborted') AS aborted,
            bool_or(event_type = 'authority_downgraded') AS downgraded
     FROM windowed WHERE request_no > 0 GROUP BY run_id, request_no;
-CREATE OR REPLACE TEMP VIEW transfers AS
+CREATE OR REPLACE TEMP TABLE transfers AS
     SELECT run_id, transfer_no,
            max(request_no) FILTER (WHERE event_type = 'ownership_transferred') AS request_no,
            min(ts) FILTER (WHERE event_type = 'resume_verified') AS verified_at,
            bool_or(event_type = 'revalidation_failed') AS revalidation_failed,
            bool_or(event_type IN ('revalidation_started', 'reverification_required')) AS revalidated,
-           bool_or(event_type = 'operation_reconciled'
-                   AND json_extract_string(detail, '$.state') = 'UNKNOWN') AS left_unknown
+           bool_or(unknown_left) AS left_unknown
     FROM windowed WHERE transfer_no > 0 GROUP BY run_id, transfer_no;
-CREATE OR REPLACE TEMP VIEW moves AS
+CREATE OR REPLACE TEMP TABLE moves AS
     SELECT r.*, t.transfer_no, t.verified_at, coalesce(t.revalidation_failed, false) AS revalidation_failed,
            coalesce(t.revalidated, false) AS revalidated, coalesce(t.left_unknown, false) AS left_unknown
     FROM requests r LEFT JOIN transfers t USING (run_id, request_no);
+DROP TABLE windowed;
 """
 
 
@@ -96,9 +103,11 @@ class VerifiedSuccess:
 Metric = Rate | Distribution | Count
 
 
-def _prepare(con: duckdb.DuckDBPyConnection) -> None:
-    for statement in filter(str.strip, _VIEWS.split(";")):
-        con.execute(statement)
+def _prepare(con: duckdb.DuckDBPyConnection, *, handoffs: bool) -> None:
+    con.execute(_RUN_EVENTS)
+    if handoffs:
+        for statement in filter(str.strip, _HANDOFF_TABLES.split(";")):
+            con.execute(statement)
 
 
 def _rate(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> Rate:
@@ -117,7 +126,7 @@ def _distribution(con: duckdb.DuckDBPyConnection, name: str, unit: str, values_s
 
 def handoff_metrics(con: duckdb.DuckDBPyConnection) -> list[Metric]:
     """The twelve metrics of sec. 25, in the chapter's order."""
-    _prepare(con)
+    _prepare(con, handoffs=True)
     schema_reasons = ", ".join(f"'{reason}'" for reason in SCHEMA_REASONS)
     return [
         _rate(con, "handoff success rate",
@@ -155,7 +164,7 @@ def handoff_metrics(con: duckdb.DuckDBPyConnection) -> list[Metric]:
 
 def verified_success(con: duckdb.DuckDBPyConnection) -> list[VerifiedSuccess]:
     """Verified success of finished runs, with versus without a committed handoff, by kind and migration class."""
-    _prepare(con)
+    _prepare(con, handoffs=False)
     rows = con.execute("""
         WITH finished AS (
             SELECT run_id, arg_max(reason, seq) AS status FROM run_events

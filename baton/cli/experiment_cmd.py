@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from baton.experiment.headline import headline
 from baton.experiment.results import experiment_path, write_experiment
 from baton.experiment.run import run_experiment, sweep_runs_per_cell
 from baton.experiment.strategies import STRATEGIES
@@ -92,7 +93,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps({"experiment_id": done.result.meta["experiment_id"], "path": str(path),
                                    "seconds": done.result.meta["seconds"], "summary": summary, "sweep": cells,
-                                   "restart_vs_baton": restart_versus_baton(cells), "rows": counts},
+                                   "restart_vs_baton": restart_versus_baton(cells), "rows": counts,
+                                   "headline": headline(summary, restart_versus_baton(cells))},
                                   default=float, indent=1))
             return
         console.print(comparison_table(summary))

@@ -28,6 +28,17 @@ _CAUGHT_BY: dict[str, str] = {
     "secret-scan": "secret-in-tool-result",
     "gate:region_not_allowed": "placement-left-region",
     "gate:provider_not_allowed": "placement-changed-provider",
+    "schema-gate": "placement-lost-schema",
+    "gate:state_schema_incompatible": "placement-lost-schema",
+    "verifier-gate": "placement-lost-verifier",
+    "gate:verifier_unavailable": "placement-lost-verifier",
+    "gate:tool_contract_unavailable": "placement-lost-tools",
+    "gate:authority_downgrade_forbidden": "placement-ceiling-lowered",
+    # each epoch layer alone (the case switches the other two off with it: FaultCase.companions)
+    "gateway-epoch": "stale-capability-after-move",
+    "store-claim-epoch": "stale-capability-after-move",
+    "target-fence": "stale-capability-after-move",
+    "idempotency": "killed-awaiting-reply",  # with reconcile-before-retry switched off with it
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

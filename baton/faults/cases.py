@@ -70,9 +70,10 @@ class FaultCase:
     (no committed decision records them, so an unablated baseline run cannot show them)."""
     lease_ttl_s: float | None = None
     """Baton's lease (and so capability) lifetime for this case; None: the matrix's short default."""
-    isolates: tuple[str, ...] = ()
-    """Redundant protections stacked against this fault: when exactly one of them is ablated, the others are
-    switched off too, so the ablated one is all that stands between the fault and the oracles."""
+    companions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Ablation -> the other protections stacked against this case's fault, switched off with it when it alone is
+    ablated, so that it is all that stands between the fault and the oracles (each one alone holds: run the
+    case with only its companions off to see it clean)."""
 
 
 def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
@@ -268,11 +269,11 @@ _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("killed-after-seal", "worker SIGKILLed after sealing VERIFIED, lease held", "deploy", killed_after_seal),
     FaultCase("killed-awaiting-reply", "worker SIGKILLed while a committed deployment's answer is held", "deploy",
-              killed_awaiting_reply, _STALL),
+              killed_awaiting_reply, _STALL, companions={"idempotency": ("reconcile-before-retry",)}),
     FaultCase("target-dies-after-commit", "deploy service dies after committing, before answering", "deploy",
               target_dies_after_commit, TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=30.0)),
     FaultCase("stale-worker-wakes", "worker SIGSTOPped with a checked request, woken after the run moved", "deploy",
-              stale_worker_wakes),
+              stale_worker_wakes, companions={"capability-check": ("target-fence",)}),
     FaultCase("manifest-corrupted", "checkpoint manifest corrupted on disk before the move", "deploy",
               manifest_corrupted),
     FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
@@ -296,7 +297,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "deploy", cases_gates.placement_lost_tools, exercises=("tool_contract_unavailable",)),
     FaultCase("stale-capability-after-move", "worker stalled holding a valid capability, woken after the run moved",
               "deploy", cases_epochs.stale_capability_after_move, lease_ttl_s=cases_epochs.LEASE_TTL_S,
-              isolates=cases_epochs.EPOCH_LAYERS),
+              companions=cases_epochs.EPOCH_COMPANIONS),
+    FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
+              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -8,7 +8,7 @@ quiesce, gets no answer, commits the move and fences the targets at the new
 epoch. Then the stalled worker wakes and sends its request, before any new
 owner runs. Three stacked protections stand in its way, each enough alone:
 the gateway's epoch check, the store's epoch check in the same claim, and the
-target's fence (`FaultCase.isolates`). The oracle `stale_owner` reads the
+target's fence (`FaultCase.companions`). The oracle `stale_owner` reads the
 deploy service's own request log, where the fence announcement is recorded
 before the stale request.
 
@@ -31,6 +31,8 @@ TARGET = "cloud-eu"
 LEASE_TTL_S = 10.0
 """Long enough that the stalled worker's capability (bounded by its lease) outlives the move."""
 EPOCH_LAYERS = ("gateway-epoch", "store-claim-epoch", "target-fence")
+EPOCH_COMPANIONS = {layer: tuple(other for other in EPOCH_LAYERS if other != layer) for layer in EPOCH_LAYERS}
+"""Each epoch layer is tested alone: ablating one switches the other two off with it."""
 
 
 def _sent(rig: Rig, run_id: str) -> list[dict[str, object]]:

@@ -73,3 +73,27 @@ placement_lost_schema = _target_loses("the target's workers cannot read the run'
 placement_lost_verifier = _target_loses("the target no longer hosts the release's verifier bundle",
                                         verifiers=WITHOUT_VERIFIER)
 placement_lost_tools = _target_loses("the target no longer hosts the release's tool contract", tools=WITHOUT_TOOLS)
+
+
+LOWERED_CEILING = "SANDBOX_MUTATE"
+
+
+def placement_ceiling_lowered(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """After VERIFIED the worker dies; the operator lowers the target placement's authority ceiling below what a
+    deployment needs, while that placement's worker is already up (Baton's fleet keeps standing workers); the run
+    is moved there. The move may go ahead, downgraded: the run must not deploy from there."""
+    if run.strategy == "baton":
+        run.worker(TARGET)  # standing, idle: nothing is reserved for it yet
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    pid = rig.wait_reached("sealed:VERIFIED")
+    sigkill(pid)
+    notes.append(f"{run.strategy}: worker {pid} SIGKILLed at sealed:VERIFIED")
+    notes.append(run.change_placement(TARGET, authority_ceiling=LOWERED_CEILING))
+    run.wait_lease_lapsed()
+    moved = run.hand_off(TARGET)
+    notes.append(moved)
+    if moved.endswith("aborted"):
+        notes.append("the run stays unmoved")
+        return
+    notes.append(f"ended {run.wait_end()}")

@@ -119,11 +119,10 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
 
 
 def isolated_companions(case: FaultCase, ablations: tuple[str, ...]) -> tuple[str, ...]:
-    """The case's other stacked protections to switch off with `ablations` (see `FaultCase.isolates`)."""
-    chosen = [name for name in ablations if name in case.isolates]
-    if len(chosen) != 1:
+    """The case's other stacked protections to switch off with a single ablation (see `FaultCase.companions`)."""
+    if len(ablations) != 1:
         return ()
-    return tuple(name for name in case.isolates if name not in ablations)
+    return tuple(name for name in case.companions.get(ablations[0], ()) if name not in ablations)
 
 
 def run_matrix(

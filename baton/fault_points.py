@@ -5,8 +5,9 @@
 (holding the pid) and then wait until `<dir>/<point>.go` exists. The harness
 SIGKILLs or SIGSTOPs the process meanwhile. Without the variables `reached`
 returns at once. Points: `sealed:<BOUNDARY>` (a checkpoint was just made
-durable) and `before_send` (a mutation passed every check and is about to be
-sent to its target).
+durable), `capability_issued` (the SDK holds a fresh capability for a mutation
+the gateway has not yet checked) and `before_send` (a mutation passed every
+check and is about to be sent to its target).
 """
 
 from __future__ import annotations

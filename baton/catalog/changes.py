@@ -183,6 +183,12 @@ def withdraw_release(store: SqlStore, release_id: str, *, actor: str = "api", re
     return _read_back(store, seq)
 
 
+def _listed(names: Sequence[str] | None) -> tuple[str, ...] | None:
+    if isinstance(names, str):
+        raise CatalogError(f"give a list of names, not the string {names!r}")
+    return None if names is None else tuple(names)
+
+
 def update_placement(
     store: SqlStore,
     name: str,
@@ -193,15 +199,20 @@ def update_placement(
     tool_versions: Mapping[str, str] | None = None,
     authority_ceiling: AuthorityLevel | str | None = None,
     accelerator: str | None = None,
+    readable_schema_versions: Sequence[str] | None = None,
+    verifiers: Sequence[str] | None = None,
+    tools: Sequence[str] | None = None,
     actor: str = "api",
     reason: str | None = None,
 ) -> CatalogChange:
-    """Change a placement's environment identity (region, provider, image, tool versions), ceiling or accelerator."""
+    """Change a placement's environment identity (region, provider, image, tool versions), ceiling or accelerator,
+    or what it can host (readable checkpoint schema versions, verifier bundles, tool contracts: each list replaced)."""
     update = PlacementUpdate(
         region=region, provider=provider, runtime_image=runtime_image,
         tool_versions=dict(tool_versions) if tool_versions is not None else None,
         authority_ceiling=AuthorityLevel(authority_ceiling) if authority_ceiling is not None else None,
         accelerator=accelerator,
+        readable_schema_versions=_listed(readable_schema_versions), verifiers=_listed(verifiers), tools=_listed(tools),
     )
     seed_catalog(store)
     seq = store.catalog_update_placement(name, update, actor=actor, reason=reason)

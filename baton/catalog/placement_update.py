@@ -2,7 +2,10 @@
 
 Region and provider are both placement fields and parts of the environment
 identity, so they change together; so do the runtime image and tool versions,
-which only the environment identity holds. The placement name never changes.
+which only the environment identity holds. What a placement can host (the
+checkpoint schema versions its workers read, the verifier bundles and tool
+contracts installed there) is replaced whole when given. The placement name
+never changes.
 """
 
 from __future__ import annotations
@@ -10,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from baton.models import AuthorityLevel, Placement
 from baton.models.base import Record
+
+
+_HOSTED = ("readable_schema_versions", "verifiers", "tools")
+"""What a placement can host, each replaced whole by an update that names it."""
 
 
 class PlacementUpdate(Record):
@@ -27,6 +34,22 @@ class PlacementUpdate(Record):
     )
     authority_ceiling: AuthorityLevel | None = None
     accelerator: str | None = Field(default=None, min_length=1)
+    readable_schema_versions: tuple[str, ...] | None = Field(
+        default=None, description="the checkpoint schema versions its workers can read (replaces the list)"
+    )
+    verifiers: tuple[str, ...] | None = Field(
+        default=None, description="the verifier bundles installed there (replaces the list)"
+    )
+    tools: tuple[str, ...] | None = Field(default=None, description="the tool contracts installed there (replaces the list)")
+
+    @field_validator("readable_schema_versions", "verifiers", "tools")
+    @classmethod
+    def _named(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and any(not item.strip() for item in value):
+            raise ValueError("every entry must be a non-empty name")
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"duplicate entries in {list(value)}")
+        return value
 
     @property
     def is_empty(self) -> bool:
@@ -48,6 +71,10 @@ class PlacementUpdate(Record):
             record["authority_ceiling"] = self.authority_ceiling
         if self.accelerator is not None:
             record["accelerator"] = self.accelerator
+        for key in _HOSTED:
+            value = getattr(self, key)
+            if value is not None:
+                record[key] = value
         record["environment"] = environment
         return Placement.model_validate(record)
 

@@ -28,16 +28,30 @@ _CAUGHT_BY: dict[str, str] = {
     "secret-scan": "secret-in-tool-result",
     "gate:region_not_allowed": "placement-left-region",
     "gate:provider_not_allowed": "placement-changed-provider",
+    "schema-gate": "placement-lost-schema",
+    "gate:state_schema_incompatible": "placement-lost-schema",
+    "verifier-gate": "placement-lost-verifier",
+    "gate:verifier_unavailable": "placement-lost-verifier",
+    "gate:tool_contract_unavailable": "placement-lost-tools",
+    "gate:authority_downgrade_forbidden": "placement-ceiling-lowered",
+    # each epoch layer alone (the case switches the other two off with it: FaultCase.companions)
+    "gateway-epoch": "stale-capability-after-move",
+    "store-claim-epoch": "stale-capability-after-move",
+    "target-fence": "stale-capability-after-move",
+    "idempotency": "killed-awaiting-reply",  # with reconcile-before-retry switched off with it
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
 
-From the full run recorded in docs/fault-matrix.md. Every None is a finding: either no case
-of the two reference agents produces the fault that protection alone answers (freshness
-budgets of 300 s, no secret in state, no schema or verifier the target cannot host), or
-another layer stops the same fault first (the target's idempotency behind reconciliation,
-op-id sealing and capability expiry behind the target fence, the SDK's own lease check
-behind the gateway and store epochs)."""
+From the runs recorded in docs/fault-matrix.md. A case may name companions for an ablation
+(`FaultCase.companions`): redundant layers against the same fault (the three epoch checks; the
+target's idempotency behind reconciliation), switched off with it so that it alone stands between
+the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: either
+no case of the reference agents produces the fault only that protection answers (approval,
+evidence binding, most gate reasons), or a layer that has no switch stops it first (op-id sealing
+and the store claim's expiry check before the capability check; the fleet policy's refusal of
+downgrades before the downgrade itself; the resume's own environment comparison and
+reconciliation before the gate's informational reasons)."""
 
 
 class AblationResult(BaseModel):

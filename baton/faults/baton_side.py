@@ -46,7 +46,8 @@ class BatonRun:
     strategy = "baton"
 
     def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any],
-                 task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None) -> None:
+                 task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None,
+                 lease_ttl_s: float | None = None) -> None:
         self.rig, self.kind, self.case_id = rig, kind, case_id
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
@@ -60,6 +61,7 @@ class BatonRun:
         self.task_extra = dict(task or {})
         self.constraints = PortabilityConstraints(**(constraints or {}))
         self.slots: dict[str, WorkerSlot] = {}
+        self.lease_ttl_s = lease_ttl_s or LEASE_TTL_S
         self._supervisor: Supervisor | None = None
 
     # -- setup ----------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ class BatonRun:
         self._supervisor = Supervisor(
             home=self.rig.home, log_dir=self.rig.root / "logs", database_url=self.database_url,
             history_path=self.rig.root / "history.jsonl",
-            options={"lease-ttl-s": str(LEASE_TTL_S), "boundary-pause-s": "0.05", "target-timeout-s": "1.0",
+            options={"lease-ttl-s": str(self.lease_ttl_s), "boundary-pause-s": "0.05", "target-timeout-s": "1.0",
                      "poll-s": "0.1", "authority-url": authority.url},
             provision=authority.provision,
         )
@@ -131,10 +133,12 @@ class BatonRun:
         wait_until(lambda: not self.store.get_lease(self.run_id).held_at(self.store.db_now()),
                    timeout_s=60.0, what="the lease to lapse")
 
-    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True,
+                 source_alive: bool = False) -> str:
         """Move the run to `to` through the coordinator every trigger uses; the outcome's summary.
 
         Without `start_worker` the run waits, reserved for `to`, until `worker(to)` starts one there.
+        With `source_alive` the move is planned: the coordinator first asks the source to quiesce.
         """
         self.hosting = hosted_placements(self.store, DEFAULT_PLACEMENTS, list(self.hosting))  # the catalog now
         if start_worker and to not in self.slots:
@@ -144,7 +148,7 @@ class BatonRun:
             coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus),
                                             DispatchSettings(reservation_ttl_s=10.0, quiesce_timeout_s=2.0))
             outcome = coordinator.handoff(HandoffRequest(self.run_id, reason, preferred_targets=(to,),
-                                                         source_alive=False, allow_same_placement=True))
+                                                         source_alive=source_alive, allow_same_placement=True))
         finally:
             deploy.close()
             corpus.close()

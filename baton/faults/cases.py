@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
+from baton.faults import cases_epochs, cases_gates
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
 from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
@@ -39,7 +40,8 @@ class CaseRun(Protocol):
     def freeze(self, placement: str) -> int: ...
     def thaw(self, pid: int) -> None: ...
     def wait_lease_lapsed(self) -> None: ...
-    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str: ...
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True,
+                 source_alive: bool = False) -> str: ...
     def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str: ...
     def change_placement(self, placement: str, **facts: str) -> str: ...
     def tamper_manifest(self) -> str: ...
@@ -66,6 +68,12 @@ class FaultCase:
     exercises: tuple[str, ...] = ()
     """Gate reasons the case's fault makes the gate weigh on a placement the coordinator then passes over
     (no committed decision records them, so an unablated baseline run cannot show them)."""
+    lease_ttl_s: float | None = None
+    """Baton's lease (and so capability) lifetime for this case; None: the matrix's short default."""
+    companions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Ablation -> the other protections stacked against this case's fault, switched off with it when it alone is
+    ablated, so that it is all that stands between the fault and the oracles (each one alone holds: run the
+    case with only its companions off to see it clean)."""
 
 
 def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
@@ -261,11 +269,11 @@ _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("killed-after-seal", "worker SIGKILLed after sealing VERIFIED, lease held", "deploy", killed_after_seal),
     FaultCase("killed-awaiting-reply", "worker SIGKILLed while a committed deployment's answer is held", "deploy",
-              killed_awaiting_reply, _STALL),
+              killed_awaiting_reply, _STALL, companions={"idempotency": ("reconcile-before-retry",)}),
     FaultCase("target-dies-after-commit", "deploy service dies after committing, before answering", "deploy",
               target_dies_after_commit, TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=30.0)),
     FaultCase("stale-worker-wakes", "worker SIGSTOPped with a checked request, woken after the run moved", "deploy",
-              stale_worker_wakes),
+              stale_worker_wakes, companions={"capability-check": ("target-fence",)}),
     FaultCase("manifest-corrupted", "checkpoint manifest corrupted on disk before the move", "deploy",
               manifest_corrupted),
     FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
@@ -281,6 +289,17 @@ CASE_LIST: tuple[FaultCase, ...] = (
               exercises=("provider_not_allowed",)),
     FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
               release_withdrawn),
+    FaultCase("placement-lost-schema", "the target placement's workers can no longer read the run's state schema",
+              "deploy", cases_gates.placement_lost_schema, exercises=("state_schema_incompatible",)),
+    FaultCase("placement-lost-verifier", "the target placement no longer hosts the release's verifier bundle",
+              "deploy", cases_gates.placement_lost_verifier, exercises=("verifier_unavailable",)),
+    FaultCase("placement-lost-tools", "the target placement no longer hosts the release's tool contract",
+              "deploy", cases_gates.placement_lost_tools, exercises=("tool_contract_unavailable",)),
+    FaultCase("stale-capability-after-move", "worker stalled holding a valid capability, woken after the run moved",
+              "deploy", cases_epochs.stale_capability_after_move, lease_ttl_s=cases_epochs.LEASE_TTL_S,
+              companions=cases_epochs.EPOCH_COMPANIONS),
+    FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
+              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

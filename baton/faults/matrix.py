@@ -118,6 +118,13 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
                       gate_reasons=gate_reasons)
 
 
+def isolated_companions(case: FaultCase, ablations: tuple[str, ...]) -> tuple[str, ...]:
+    """The case's other stacked protections to switch off with a single ablation (see `FaultCase.companions`)."""
+    if len(ablations) != 1:
+        return ()
+    return tuple(name for name in case.companions.get(ablations[0], ()) if name not in ablations)
+
+
 def run_matrix(
     seed: int = 0,
     *,
@@ -138,7 +145,7 @@ def run_matrix(
         for strategy in strategies:
             for case in chosen:
                 if ablations:
-                    with ablation_env(*ablations):
+                    with ablation_env(*ablations, *isolated_companions(case, ablations)):
                         results.append(run_case(case, strategy, seed, base, store_url))
                 else:
                     results.append(run_case(case, strategy, seed, base, store_url))

@@ -32,6 +32,12 @@ Questions (a non-empty evidence list means "yes, it happened"):
   region or provider outside the run's residency rule, or had its ceiling lowered below
   the level presented (targets' presented-capability logs vs the operator's
   placement changes and the owner's residency rule);
+- unfit_placement: a target admitted a mutation whose capability named a
+  placement that, by the operator's record, could by then no longer read the
+  state schema the run's checkpoints are written in, or no longer hosted the
+  verifier bundle or tool contract of the run's release (targets'
+  presented-capability logs vs the operator's placement changes and the run's
+  needs as its owner declared them);
 - secret_in_state: a credential the case planted in the world is in the raw
   bytes of the run's portable state (Baton's blob files and SQLite store
   files, a control's transcript file).
@@ -59,6 +65,7 @@ class Question(StrEnum):
     WITHDRAWN_RELEASE = "withdrawn_release"
     SECRET_IN_STATE = "secret_in_state"
     WRONG_PLACEMENT = "wrong_placement"
+    UNFIT_PLACEMENT = "unfit_placement"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -71,8 +78,13 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
     Question.WITHDRAWN_RELEASE: "the run went on under a release the provider had withdrawn (provider's bill, targets)",
     Question.WRONG_PLACEMENT: "a target admitted a mutation from a placement its region, provider or ceiling forbids (target logs)",
+    Question.UNFIT_PLACEMENT: "a target admitted a mutation from a placement unable to read the run's state or host "
+                              "its verifier or tools (target logs vs operator's record)",
     Question.SECRET_IN_STATE: "a planted credential is in the raw bytes of portable state (blob, store, transcript files)",
 }
+
+RUN_NEEDS_FILE = "run-needs.json"
+"""What the run's owner declared it needs wherever it runs: `state_schema`, `verifier_bundle`, `tool_contract`."""
 
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
 
@@ -109,6 +121,7 @@ class CaseFiles:
         self.residency: list[str] = rule.get("regions", [])
         self.providers: list[str] = rule.get("providers", [])
         self.planted: list[str] = _json(self.root / "planted-secrets.json") or []
+        self.needs: dict[str, Any] = _json(self.root / RUN_NEEDS_FILE) or {}
         self.release_changes = _lines(self.root / "provider" / "release-changes.jsonl")
         self.bill = [line for line in _lines(self.root / "provider" / "bill.jsonl") if line.get("account") == self.run_id]
 
@@ -287,6 +300,29 @@ def wrong_placement(files: CaseFiles) -> list[str]:
     return evidence
 
 
+_HOSTING = (("state_schema", "readable_schema_versions", "could read only state schemas"),
+            ("verifier_bundle", "verifiers", "hosted only verifiers"),
+            ("tool_contract", "tools", "hosted only tools"))
+"""(what the run needs, the placement fact the operator records, how to say it is missing)."""
+
+
+def unfit_placement(files: CaseFiles) -> list[str]:
+    evidence = []
+    for target, presented in files.presented.items():
+        for line in presented:
+            at = _when(line["at"])
+            facts: dict[str, Any] = {}
+            for change in files.placement_changes:
+                if change.get("placement") == line.get("placement") and _when(change["at"]) <= at:
+                    facts.update(change)
+            for need, fact, missing in _HOSTING:
+                wanted, hosted = files.needs.get(need), facts.get(fact)
+                if wanted is not None and isinstance(hosted, list) and wanted not in hosted:
+                    evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, which "
+                                    f"{missing} {hosted} since {facts['at']}; the run needs {need} {wanted}")
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -298,6 +334,7 @@ ORACLES = {
     Question.WITHDRAWN_RELEASE: withdrawn_release,
     Question.SECRET_IN_STATE: secret_in_state,
     Question.WRONG_PLACEMENT: wrong_placement,
+    Question.UNFIT_PLACEMENT: unfit_placement,
 }
 
 

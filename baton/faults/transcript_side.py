@@ -90,7 +90,8 @@ class TranscriptRun:
         """A transcript scheduler holds no lease: it declares the worker lost after the same heartbeat timeout."""
         time.sleep(2.0)
 
-    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True) -> str:
+    def hand_off(self, to: str, reason: str = "lease_expired", *, start_worker: bool = True,
+                 source_alive: bool = False) -> str:
         if start_worker:
             self.worker(to)
         return f"transcript copied to a new worker on {to} ({reason})"

@@ -67,6 +67,10 @@ class Applied:
     replayed: bool
 
 
+FENCE_ADVANCED = "fence_advanced"
+"""The `result` of a request-log line recording a fence announcement (no operation, no key)."""
+
+
 class MutationLog:
     """Side effects of one target, kept in files under `directory`."""
 
@@ -186,9 +190,11 @@ class MutationLog:
             return OperationState.NOT_COMMITTED
 
     def advance_fence(self, token: FencingToken) -> int:
-        """Raise the run's mark to at least `token.epoch` (a new owner announcing itself)."""
+        """Raise the run's mark to at least `token.epoch` (a new owner announcing itself), and log the announcement."""
         with self._lock:
-            return self.fence.advance(token)
+            mark = self.fence.advance(token)
+            self._log("", "", token, FENCE_ADVANCED, f"mark now {mark}")
+            return mark
 
     def close(self) -> None:
         """Release the directory lock (the process exiting does the same)."""

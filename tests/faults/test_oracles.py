@@ -147,3 +147,24 @@ def test_a_mutation_from_a_placement_outside_the_rule_is_caught(tmp_path: Path) 
     assert Question.WRONG_PLACEMENT in _yes(_presented(tmp_path / "c", "cloud-eu", {"provider": "othercloud"}, own))
     assert Question.WRONG_PLACEMENT in _yes(_presented(tmp_path / "d", "cloud-eu",
                                                        {"authority_ceiling": "SANDBOX_MUTATE"}, own))
+
+
+NEEDS = {"state_schema": "3", "verifier_bundle": "citations-1+deploy-check-1", "tool_contract": "corpus-deploy-tools-2"}
+
+
+def _unfit(tmp_path: Path, placement: str, change: dict[str, Any]) -> Path:
+    root = _presented(tmp_path, placement, change, {"regions": [], "providers": []})
+    (root / "run-needs.json").write_text(json.dumps(NEEDS))
+    return root
+
+
+def test_a_mutation_from_a_placement_that_cannot_host_the_run_is_caught(tmp_path: Path) -> None:
+    assert Question.UNFIT_PLACEMENT in _yes(_unfit(tmp_path / "a", "cloud-eu", {"readable_schema_versions": ["1", "2"]}))
+    assert Question.UNFIT_PLACEMENT in _yes(_unfit(tmp_path / "b", "cloud-eu", {"verifiers": ["citations-1"]}))
+    assert Question.UNFIT_PLACEMENT in _yes(_unfit(tmp_path / "c", "cloud-eu", {"tools": ["python"]}))
+    assert Question.UNFIT_PLACEMENT not in _yes(_unfit(tmp_path / "d", "local-gpu-eu", {"tools": ["python"]}))
+    assert Question.UNFIT_PLACEMENT not in _yes(_unfit(tmp_path / "e", "cloud-eu", {"readable_schema_versions": ["3"]}))
+    late = _unfit(tmp_path / "f", "cloud-eu", {"verifiers": ["citations-1"]})
+    _write_lines(late / "placement-changes.jsonl", [{"at": "2026-12-02T02:00:10+00:00", "placement": "cloud-eu",
+                                                     "verifiers": ["citations-1"]}])
+    assert Question.UNFIT_PLACEMENT not in _yes(late)  # admitted before the operator's change

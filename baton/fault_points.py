@@ -5,8 +5,9 @@
 (holding the pid) and then wait until `<dir>/<point>.go` exists. The harness
 SIGKILLs or SIGSTOPs the process meanwhile. Without the variables `reached`
 returns at once. Points: `sealed:<BOUNDARY>` (a checkpoint was just made
-durable) and `before_send` (a mutation passed every check and is about to be
-sent to its target).
+durable), `before_send` (a mutation passed every check and is about to be
+sent to its target) and `after_reply` (the target answered that it applied the
+mutation; the caller has recorded nothing of it yet).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
+from baton.faults.cases_agents import agent_cases
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
 from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
@@ -55,7 +56,7 @@ class FaultCase:
 
     case_id: str
     title: str
-    kind: str  # deploy or research
+    kind: str  # deploy, research, coding or browser
     script: Script
     targets: TargetOptions = field(default_factory=TargetOptions)
     limits: dict[str, Any] = field(default_factory=dict)
@@ -281,6 +282,7 @@ CASE_LIST: tuple[FaultCase, ...] = (
               exercises=("provider_not_allowed",)),
     FaultCase("release-withdrawn", "the run's release is withdrawn and the alias repointed before the move", "deploy",
               release_withdrawn),
+    *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -24,6 +24,7 @@ to the bytes that now go out.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -259,7 +260,7 @@ class BrowserSteps:
     def generate(self, agent: TranscriptAgent) -> None:
         task = agent.body["task"]
         answers = dict(task.get("answers") or default_answers(str(task.get("account", "acme")).title()))
-        with self._session(agent) as browser:
+        with contextlib.closing(self._session(agent)) as browser:
             started = browser.post("/drafts", data={"csrf_token": self._csrf(browser.get("/drafts"))})
             found = _DRAFT.search(started.headers.get("location", ""))
             if found is None:
@@ -306,7 +307,7 @@ class BrowserSteps:
         if refusal.reason != "draft_changed":
             return False
         draft_id = json.loads(_candidate(agent))["draft_id"]
-        with self._session(agent) as browser:
+        with contextlib.closing(self._session(agent)) as browser:
             snapshot = self._snapshot(browser, draft_id)
         agent.say("AUTHORIZED", "assistant", {"candidate": snapshot.decode("utf-8"), "refreshed_from": "server"})
         return True

@@ -114,7 +114,9 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
                 pass
     finally:
         rig.close()
-    answers = answer(directory) | {Question(name): found for name, found in answer_agents(directory).items()}
+    answers = answer(directory)
+    for name, found in answer_agents(directory).items():
+        answers[Question(name)] = answers.get(Question(name), []) + found
     return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answers,
                       status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1),
                       gate_reasons=gate_reasons)

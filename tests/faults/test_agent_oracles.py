@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.faults.oracles import Question, answer
-from baton.faults.oracles_agents import answer_agents, untested_push, wrong_submission
+from baton.faults.oracles_agents import answer_agents, patch_model_budget, untested_push, wrong_submission
 from baton.targets.git_remote_repo import SEED_PROJECT, commit_file, create_seed_repository
 
 RUN = "agent-case-1"
@@ -103,7 +103,18 @@ def test_a_submission_of_a_version_the_app_never_held_is_flagged(tmp_path: Path)
 
 def test_no_intent_no_agent_answer(tmp_path: Path) -> None:
     _reported(tmp_path)
-    assert answer_agents(tmp_path) == {"untested_push": [], "wrong_submission": []}
+    assert answer_agents(tmp_path) == {"untested_push": [], "wrong_submission": [], "budget": []}
+
+
+def test_patch_model_calls_beyond_the_runs_account_are_a_budget_finding(tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "reported.json").write_text(json.dumps({"run_id": RUN, "model_calls": 2, "model_spend_usd": "0.02"}))
+    calls = tmp_path / "home" / "providers" / "patch-model" / "calls.jsonl"
+    _lines(calls, [{"run_id": RUN, "cost_usd": "0.01"}] * 2 + [{"run_id": "other", "cost_usd": "5"}])
+    assert patch_model_budget(tmp_path) == []
+    _lines(calls, [{"run_id": RUN, "cost_usd": "0.01"}] * 3)
+    (evidence,) = patch_model_budget(tmp_path)
+    assert "recorded 3 call(s)" in evidence
 
 
 def test_the_shared_oracles_count_pushes_and_submissions(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@
 SIGKILLs or SIGSTOPs the process meanwhile. Without the variables `reached`
 returns at once. Points: `sealed:<BOUNDARY>` (a checkpoint was just made
 durable), `capability_issued` (the SDK holds a fresh capability for a mutation
-the gateway has not yet checked) and `before_send` (a mutation passed every
-check and is about to be sent to its target).
+the gateway has not yet checked), `before_send` (a mutation passed every
+check and is about to be sent to its target) and `after_reply` (the target
+answered that it applied the mutation; the caller has recorded nothing of it yet).
 """
 
 from __future__ import annotations

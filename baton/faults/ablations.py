@@ -21,7 +21,8 @@ ABLATIONS: tuple[str, ...] = tuple(a.value for a in Ablation) + tuple(GATE_PREFI
 """Every protection `--ablate all` switches off in turn: the named switches, then each reason of the gate."""
 
 _CAUGHT_BY: dict[str, str] = {
-    "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes
+    "budget-carry-over": "killed-after-seal",  # also corpus-changed, killed-awaiting-reply, stale-worker-wakes,
+    # coding-killed-after-push (budget, from the patch model provider's own call record)
     "reconcile-before-retry": "killed-awaiting-reply",
     "gate:release_incompatible": "release-withdrawn",
     "freshness": "corpus-changed-while-paused",

@@ -24,6 +24,7 @@ from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
 from baton.handoff.coordinator import HandoffRequest
 from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
@@ -77,7 +78,8 @@ class BatonRun:
         trust = self.rig.home / "authority" / JWKS_FILE
         options = dataclasses.replace(
             options, guard=TargetPolicy(DEPLOY).arguments(trust),
-            corpus_guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE, artifact_field="report_hash").arguments(trust))
+            corpus_guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE, artifact_field="report_hash").arguments(trust),
+            agent_trust=str(trust))
         self.rig.start_targets(options)
         self._supervisor = Supervisor(
             home=self.rig.home, log_dir=self.rig.root / "logs", database_url=self.database_url,
@@ -98,10 +100,14 @@ class BatonRun:
         return slot
 
     def launch(self) -> None:
-        placement = self.hosting[SOURCE]
+        placement = self.hosting[source_placement(self.kind, SOURCE)]
         release = RELEASES["model-v7"]
         limits = default_limits(self.store.db_now()).model_copy(update=self.limits)
-        if self.kind == "deploy":
+        if self.kind in AGENT_KINDS:
+            task = agent_task(self.kind, self.task_extra)
+            write_intent(self.rig.root, self.kind, task)
+            spec = agent_spec(self.kind, self.run_id, placement, limits, task, self.constraints)
+        elif self.kind == "deploy":
             spec = RunSpec(self.run_id, RunKind.DEPLOY, release, placement, "deploy checkout", {"service": "checkout"},
                            AuthorityLevel.EXTERNAL_MUTATE, limits=limits, constraints=self.constraints)
             self.rig.write_registry("checkout")
@@ -144,14 +150,15 @@ class BatonRun:
         if start_worker and to not in self.slots:
             self.worker(to)
         deploy, corpus = connect_targets(self.rig.home, timeout_s=2.0)
+        agents = agent_clients(self.rig.home)
         try:
-            coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus),
+            coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus, *agents),
                                             DispatchSettings(reservation_ttl_s=10.0, quiesce_timeout_s=2.0))
             outcome = coordinator.handoff(HandoffRequest(self.run_id, reason, preferred_targets=(to,),
                                                          source_alive=source_alive, allow_same_placement=True))
         finally:
-            deploy.close()
-            corpus.close()
+            for client in (deploy, corpus, *agents):
+                client.close()
         if not outcome.committed:
             return f"handoff to {to}: aborted"
         chosen = outcome.target_placement or to

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
 from baton.faults import cases_epochs, cases_gates
+from baton.faults.cases_agents import agent_cases
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
 from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
@@ -57,7 +58,7 @@ class FaultCase:
 
     case_id: str
     title: str
-    kind: str  # deploy or research
+    kind: str  # deploy, research, coding or browser
     script: Script
     targets: TargetOptions = field(default_factory=TargetOptions)
     limits: dict[str, Any] = field(default_factory=dict)
@@ -300,6 +301,7 @@ CASE_LIST: tuple[FaultCase, ...] = (
               companions=cases_epochs.EPOCH_COMPANIONS),
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
               "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
+    *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

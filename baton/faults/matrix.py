@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from baton.ablation import ablation_env
 from baton.faults.cases import CASE_LIST, CASES, FaultCase
 from baton.faults.oracles import QUESTION_TEXT, Question, answer
+from baton.faults.oracles_agents import answer_agents
 from baton.faults.rig import REPORTED_FILE, Rig
 from baton.faults.strategies import CONTROLS, STRATEGIES, make_run
 
@@ -113,7 +114,10 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
                 pass
     finally:
         rig.close()
-    return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answer(directory),
+    answers = answer(directory)
+    for name, found in answer_agents(directory).items():
+        answers[Question(name)] = answers.get(Question(name), []) + found
+    return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answers,
                       status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1),
                       gate_reasons=gate_reasons)
 

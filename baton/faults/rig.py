@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from baton import fault_points
 from baton.agents.deploy_agent import build_catalog
 from baton.agents.scripted_models import BILL_ENV
+from baton.faults.rig_agents import start_agent_targets
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
 REGISTRY_FILE = "build-registry.json"
@@ -62,6 +63,10 @@ class TargetOptions:
     ambiguous_delay_s: float = 4.0
     guard: list[str] = field(default_factory=list)
     corpus_guard: list[str] = field(default_factory=list)
+    agents: tuple[str, ...] = ()
+    """Agent targets to start too: `git` (the git remote), `webapp` (the web application)."""
+    agent_trust: str | None = None
+    """The jwks.json those targets check capabilities against (none: they check none)."""
 
 
 class Rig:
@@ -78,6 +83,7 @@ class Rig:
         self.bill.parent.mkdir(parents=True, exist_ok=True)
         self.deploy_service: ServiceProcess | None = None
         self.corpus_service: ServiceProcess | None = None
+        self.agent_services: dict[str, ServiceProcess] = {}
         self.cleanup = contextlib.ExitStack()
 
     # -- the outside world ---------------------------------------------------------------------
@@ -96,6 +102,8 @@ class Rig:
         corpus = ServiceProcess.corpus(target_data_dir("corpus", self.home), seed=self.seed, guard=options.corpus_guard)
         self.cleanup.callback(corpus.stop)
         self.corpus_service = corpus.start()
+        if options.agents:
+            self.agent_services = start_agent_targets(self.home, self.cleanup, options.agents, options.agent_trust)
 
     @property
     def deploy_dir(self) -> Path:

@@ -38,6 +38,7 @@ from baton.agents.deploy_agent import build_catalog
 from baton.agents.scripted_models import BuildInfo, NoDeployableBuildError, model_for
 from baton.agents.verifiers import check_deployment_spec, verify_report
 from baton.errors import TargetRejectedError, TargetUnavailableError
+from baton.faults.transcript_agents import steps_for
 from baton.fencing import FencingToken
 from baton.identity import canonical_json, sha256_ref
 from baton.models import Observation
@@ -103,6 +104,7 @@ class TranscriptAgent:
             self.body["restarted"] = "checksum mismatch: started over"
         self.body["resumes"] = int(self.body.get("resumes", 0)) + (1 if self.body["messages"] else 0)
         self.run_id = str(self.body["run_id"])
+        self.steps = steps_for(str(self.body["task"].get("kind")), path.parent)
 
     # -- transcript ----------------------------------------------------------------------------
 
@@ -168,6 +170,8 @@ class TranscriptAgent:
                 return self.end("failed", f"cannot continue from {step}")
 
     def generate(self) -> None:
+        if self.steps is not None:
+            return self.steps.generate(self)
         task = self.body["task"]
         model = model_for(self.release, account=self.run_id)
         if task["kind"] == "deploy":
@@ -189,6 +193,8 @@ class TranscriptAgent:
         self.advance("CANDIDATE_READY")
 
     def verify(self) -> None:
+        if self.steps is not None:
+            return self.steps.verify(self)
         task, candidate = self.body["task"], str(self.last("assistant", "candidate")["candidate"]).encode("utf-8")
         evidence = self.last("tool", "builds" if task["kind"] == "deploy" else "documents")
         if task["kind"] == "deploy":
@@ -202,6 +208,8 @@ class TranscriptAgent:
         self.advance("VERIFIED")
 
     def _payload(self) -> dict[str, Any]:
+        if self.steps is not None:
+            return self.steps.payload(self)
         candidate = str(self.last("assistant", "candidate")["candidate"])
         if self.body["task"]["kind"] == "deploy":
             return dict(json.loads(candidate))
@@ -213,13 +221,16 @@ class TranscriptAgent:
         epoch = int(self.body["resumes"]) if self.mode == "competent" else 0
         self.say("AUTHORIZED", "assistant", {"tool_call": kind, "idempotency_key": key})
         save(self.path, self.body, self.mode)  # the call is in the transcript before it is made
-        client = DeployClient(_url(self.home, "deploy"), timeout_s=1.0) if kind == "deploy" else CorpusClient(
-            _url(self.home, "corpus"), timeout_s=1.0)
+        client = self._client(kind)
         attempts = len(BACKOFF_S) + 1 if self.mode == "competent" else 1
+        refreshed = False
         try:
             for attempt in range(attempts):
+                payload = self._payload()
+                capability = None if self.steps is None else self.steps.capability(self, key, epoch, payload)
                 try:
-                    answer = client.apply(f"op-{uuid.uuid4().hex}", key, FencingToken(self.run_id, epoch), self._payload())
+                    answer = client.apply(f"op-{uuid.uuid4().hex}", key, FencingToken(self.run_id, epoch, capability),
+                                          payload)
                     break
                 except TargetUnavailableError as exc:
                     if attempt + 1 == attempts:
@@ -228,16 +239,30 @@ class TranscriptAgent:
                     time.sleep(BACKOFF_S[attempt])
                 except TargetRejectedError as exc:
                     self.say("AUTHORIZED", "tool", {"error": str(exc), "reason": exc.reason})
+                    # competent: the target's state moved on; refresh to it once and send again (see transcript_agents)
+                    if (self.mode == "competent" and not refreshed and attempt + 1 < attempts
+                            and self.steps is not None and self.steps.refresh(self, exc)):
+                        refreshed = True
+                        continue
                     return self.end("failed", f"{kind} refused: {exc}")
         finally:
             client.close()
         self.say("AUTHORIZED", "tool", {"result": answer})
         self.advance("COMMITTED")
 
+    def _client(self, kind: str) -> Any:
+        if self.steps is not None:
+            return self.steps.client(self)
+        if kind == "deploy":
+            return DeployClient(_url(self.home, "deploy"), timeout_s=1.0)
+        return CorpusClient(_url(self.home, "corpus"), timeout_s=1.0)
+
     def postcondition(self) -> None:
         kind = self.body["task"]["kind"]
         try:
-            if kind == "deploy":
+            if self.steps is not None:
+                mine = self.steps.effects(self)
+            elif kind == "deploy":
                 with DeployClient(_url(self.home, "deploy")) as deploy:
                     mine = [d for d in deploy.deployments() if d.get("run_id") == self.run_id]
             else:

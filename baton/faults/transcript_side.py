@@ -7,6 +7,7 @@ fault and the point where it strikes is the same as for Baton.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from typing import Any
 from baton.catalog.releases import RELEASES
 from baton.models import BehavioralRelease
 from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.faults.rig_agents import AGENT_KINDS, agent_task, write_intent
+from baton.faults.transcript_agents import ISSUER_DIR, ControlIssuer
 from baton.faults.transcript_agent import TERMINAL, load, new_transcript, save
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
@@ -50,10 +53,15 @@ class TranscriptRun:
         rig.cleanup.callback(self._stop_all)
 
     def start(self, options: TargetOptions) -> None:
+        if "webapp" in options.agents:  # the application trusts the control scheduler's own credential issuer
+            options = dataclasses.replace(options, agent_trust=str(ControlIssuer(self.rig.root / ISSUER_DIR).trust_file))
         self.rig.start_targets(options)
 
     def launch(self) -> None:
-        if self.kind == "deploy":
+        if self.kind in AGENT_KINDS:
+            task = {"kind": self.kind} | agent_task(self.kind, self.task_extra)
+            write_intent(self.rig.root, self.kind, agent_task(self.kind, self.task_extra))
+        elif self.kind == "deploy":
             task: dict[str, Any] = {"kind": "deploy", "service": "checkout"}
             self.rig.write_registry("checkout")
         else:

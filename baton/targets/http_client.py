@@ -73,6 +73,7 @@ class MutationClient:
         except httpx.TransportError as exc:
             raise TargetUnavailableError(f"{self.name}: transport error for {operation_id}: {exc!r}") from exc
         if response.status_code in (200, 201):
+            fault_points.reached("after_reply")  # the target committed; the caller has recorded nothing yet
             return dict(response.json())
         if response.status_code in (400, 403, 409, 422):
             data = _json_or_empty(response)

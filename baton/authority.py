@@ -25,7 +25,9 @@ import jwt
 from pydantic import Field
 
 from baton import clock
-from baton.authority_grants import DELEGATED_TYPE, MAX_USES, check_delegate_key, grant_of, verify_delegated
+from baton.authority_grants import (
+    DELEGATED_TYPE, MAX_USES, check_delegate_key, grant_of, parse_jws, token_header, verify_delegated,
+)
 from baton.authority_keys import ALGORITHM, KeyRing, TrustedKeys
 from baton.ablation import Ablation, is_ablated
 from baton.approval_signing import verify_approval
@@ -125,10 +127,7 @@ class CapabilityVerifier:
 
     @staticmethod
     def _header(token: str) -> dict[str, Any]:
-        try:
-            return dict(jwt.get_unverified_header(token))
-        except jwt.PyJWTError as exc:
-            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
+        return token_header(token)
 
     def _remember(self, cache: dict[str, CapabilityClaims], token: str, claims: CapabilityClaims) -> None:
         with self._decoded_lock:
@@ -138,7 +137,8 @@ class CapabilityVerifier:
 
     def _delegated(self, token: str) -> CapabilityClaims:
         """A delegated token's claims: its grant's scope, bound to the token's idempotency key and expiry."""
-        grant_token = grant_of(token)
+        jws = parse_jws(token)
+        grant_token = grant_of(jws)
         grant = self._grants.get(grant_token)
         if grant is None:
             grant = self._signed(grant_token, self._header(grant_token))
@@ -146,7 +146,7 @@ class CapabilityVerifier:
                 raise CapabilityError(f"capability {grant.capability_id} is no grant: nothing may be signed under it",
                                       reason="forged")
             self._remember(self._grants, grant_token, grant)
-        payload = verify_delegated(token, grant.delegate_key)
+        payload = verify_delegated(jws, grant.delegate_key)
         if payload["use"] >= grant.uses:
             raise CapabilityError(
                 f"delegated capability {payload['jti']} is use {payload['use']} of grant {grant.capability_id}, "

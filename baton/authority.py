@@ -25,6 +25,9 @@ import jwt
 from pydantic import Field
 
 from baton import clock
+from baton.authority_grants import (
+    DELEGATED_TYPE, MAX_USES, check_delegate_key, grant_of, parse_jws, token_header, verify_delegated,
+)
 from baton.authority_keys import ALGORITHM, KeyRing, TrustedKeys
 from baton.ablation import Ablation, is_ablated
 from baton.approval_signing import verify_approval
@@ -59,6 +62,12 @@ class CapabilityClaims(Record):
     issued_at: dt.datetime
     expires_at: dt.datetime
     kid: str = ""
+    delegate_key: str | None = None
+    """A grant's proof-of-possession key (`baton.authority_grants`): set on grants only, never on a capability."""
+    uses: int | None = None
+    """A grant's ceiling of delegated tokens (and, on a delegated capability, its grant's)."""
+    grant_id: str | None = None
+    """On a delegated capability: the id of the grant it was signed under."""
 
 
 class Capability(Record):
@@ -88,22 +97,72 @@ class CapabilityVerifier:
     def __init__(self, trusted: TrustedKeys) -> None:
         self.trusted = trusted
         self._decoded: dict[str, CapabilityClaims] = {}
+        self._grants: dict[str, CapabilityClaims] = {}
         self._decoded_lock = threading.Lock()
 
     def decode(self, token: str) -> CapabilityClaims:
         """The claims a token carries, once its key id is trusted and its signature, issuer and audience verify.
 
         Says nothing about time or scope: `check` judges those for each request.
-        A token that verified once verifies again (same bytes, same key), so its
-        claims are remembered for the next request that presents it.
+        A delegated token (`baton.authority_grants`) verifies twice: its grant
+        with the trusted keys, then the token with the key the grant names. A
+        grant on its own is refused. A token that verified once verifies again
+        (same bytes, same key), so its claims are remembered for the next
+        request that presents it.
         """
         cached = self._decoded.get(token)
         if cached is not None:
             return cached
+        header = self._header(token)
+        if header.get("typ") == DELEGATED_TYPE:
+            claims = self._delegated(token)
+        else:
+            claims = self._signed(token, header)
+            if claims.delegate_key is not None:
+                raise CapabilityError(
+                    f"capability {claims.capability_id} is a grant: only a token its holder signed under it, bound "
+                    "to one idempotency key, is a capability", reason="undelegated_grant")
+        self._remember(self._decoded, token, claims)
+        return claims
+
+    @staticmethod
+    def _header(token: str) -> dict[str, Any]:
+        return token_header(token)
+
+    def _remember(self, cache: dict[str, CapabilityClaims], token: str, claims: CapabilityClaims) -> None:
+        with self._decoded_lock:
+            while len(cache) >= _DECODED_CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[token] = claims
+
+    def _delegated(self, token: str) -> CapabilityClaims:
+        """A delegated token's claims: its grant's scope, bound to the token's idempotency key and expiry."""
+        jws = parse_jws(token)
+        grant_token = grant_of(jws)
+        grant = self._grants.get(grant_token)
+        if grant is None:
+            grant = self._signed(grant_token, self._header(grant_token))
+            if grant.delegate_key is None or grant.uses is None:
+                raise CapabilityError(f"capability {grant.capability_id} is no grant: nothing may be signed under it",
+                                      reason="forged")
+            self._remember(self._grants, grant_token, grant)
+        payload = verify_delegated(jws, grant.delegate_key)
+        if payload["use"] >= grant.uses:
+            raise CapabilityError(
+                f"delegated capability {payload['jti']} is use {payload['use']} of grant {grant.capability_id}, "
+                f"which allows {grant.uses}", reason="uses_exhausted")
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
-            raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
+            expires_at = min(grant.expires_at, _utc(float(payload["exp"])))
+            issued_at = _utc(float(payload["iat"]))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CapabilityError(f"delegated capability times are malformed: {exc}", reason="malformed") from exc
+        return grant.model_copy(update={
+            "capability_id": str(payload["jti"]), "idempotency_key": payload["key"], "issued_at": issued_at,
+            "expires_at": expires_at, "delegate_key": None, "grant_id": grant.capability_id,
+        })
+
+    def _signed(self, token: str, header: dict[str, Any]) -> CapabilityClaims:
+        """The claims of a token the authority signed, once its key, signature, issuer and audience verify."""
         if header.get("alg") != ALGORITHM:
             raise CapabilityError(f"capability uses a refused algorithm {header.get('alg')!r}", reason="forged")
         key = self.trusted.key_for(header.get("kid"), now=None)
@@ -126,7 +185,8 @@ class CapabilityVerifier:
         except jwt.PyJWTError as exc:
             raise CapabilityError(f"capability is malformed: {exc}", reason="malformed") from exc
         try:
-            claims = CapabilityClaims(
+            confirmation = payload.get("cnf")
+            return CapabilityClaims(
                 capability_id=str(payload["jti"]),
                 run_id=str(payload["run"]),
                 epoch=int(payload["epoch"]),
@@ -138,14 +198,11 @@ class CapabilityVerifier:
                 issued_at=_utc(float(payload["iat"])),
                 expires_at=_utc(float(payload["exp"])),
                 kid=str(header["kid"]),
+                delegate_key=None if confirmation is None else str(confirmation["jwk"]["x"]),
+                uses=None if payload.get("uses") is None else int(payload["uses"]),
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise CapabilityError(f"capability claims are malformed: {exc}", reason="malformed") from exc
-        with self._decoded_lock:
-            while len(self._decoded) >= _DECODED_CACHE_SIZE:
-                self._decoded.pop(next(iter(self._decoded)))
-            self._decoded[token] = claims
-        return claims
 
     def verify(
         self,
@@ -246,6 +303,22 @@ class CapabilityVerifier:
         return claims
 
 
+def _check_grant_request(idempotency_key: str | None, delegate_key: str | None, uses: int | None) -> None:
+    """AuthorityDeniedError unless a grant request is whole: a delegate key and a ceiling, and no idempotency key."""
+    if delegate_key is None:
+        if uses is not None:
+            raise AuthorityDeniedError("a ceiling of uses is for a grant; name the delegate key it is granted to")
+        return
+    if idempotency_key is not None:
+        raise AuthorityDeniedError("a grant names no idempotency key: each token signed under it names its own")
+    if uses is None or not 1 <= uses <= MAX_USES:
+        raise AuthorityDeniedError(f"a grant needs a ceiling of 1 to {MAX_USES} uses, not {uses!r}")
+    try:
+        check_delegate_key(delegate_key)
+    except ValueError as exc:
+        raise AuthorityDeniedError(f"grant refused: {exc}") from exc
+
+
 class LeaseReader(Protocol):
     """What the authority reads from the store: the run's lease and the database clock."""
 
@@ -324,6 +397,8 @@ class AuthorityService:
         context: AuthorityContext,
         idempotency_key: str | None = None,
         ttl_s: float | None = None,
+        delegate_key: str | None = None,
+        uses: int | None = None,
     ) -> Capability:
         """`issue`, judged on the lease the store holds for the run and the store's clock (not the caller's word)."""
         lease = store.get_lease(run_id)
@@ -334,6 +409,7 @@ class AuthorityService:
         return self.issue(
             run_id=run_id, epoch=epoch, operation=operation, artifact_hash=artifact_hash, level=level, lease=lease,
             placement=placement, context=context, now=store.db_now(), ttl_s=ttl_s, idempotency_key=idempotency_key,
+            delegate_key=delegate_key, uses=uses,
         )
 
     def issue(
@@ -350,9 +426,18 @@ class AuthorityService:
         now: dt.datetime | None = None,
         ttl_s: float | None = None,
         idempotency_key: str | None = None,
+        delegate_key: str | None = None,
+        uses: int | None = None,
     ) -> Capability:
-        """A capability for one operation, or AuthorityDeniedError saying which rule refused it."""
+        """A capability for one operation, or AuthorityDeniedError saying which rule refused it.
+
+        With `delegate_key` (the holder's Ed25519 public key, base64url) and
+        `uses`, the capability is a grant (`baton.authority_grants`): it names
+        no idempotency key, and is usable only through at most `uses` tokens
+        its holder signs with that key, each bound to one key.
+        """
         now = now or _utcnow()
+        _check_grant_request(idempotency_key, delegate_key, uses)
         if lease.run_id != run_id or lease.epoch != epoch or not lease.held_at(now) or lease.expires_at is None:
             raise AuthorityDeniedError(
                 f"run {run_id!r} epoch {epoch}: the caller does not hold a live lease at that epoch "
@@ -393,8 +478,10 @@ class AuthorityService:
             issued_at=now,
             expires_at=expiry,
             kid=kid,
+            delegate_key=delegate_key,
+            uses=uses,
         )
-        payload = {
+        payload: dict[str, Any] = {
             "iss": ISSUER,
             "aud": AUDIENCE,
             "iat": _ts(now),
@@ -408,6 +495,9 @@ class AuthorityService:
             "level": level.value,
             "placement": placement.name,
         }
+        if delegate_key is not None:
+            payload["cnf"] = {"jwk": {"kty": "OKP", "crv": "Ed25519", "x": delegate_key}}
+            payload["uses"] = uses
         token = jwt.encode(payload, self._ring.active, algorithm=ALGORITHM, headers={"kid": kid})
         return Capability(token=token, claims=claims)
 

@@ -46,6 +46,7 @@ from baton.ablation import warn_if_ablated
 from baton.approval_policy import ApprovalRequest, PolicyApprover
 from baton.approval_signing import sign_approval
 from baton.authority import AuthorityService, Capability
+from baton.authority_grants import MAX_USES
 from baton.authority_callers import CALLER_ENV, CALLER_HEADER, CALLER_SECRET_ENV, CallerRegistry
 from baton.authority_keys import JWKS_FILE, KeyRing, TrustedKeys
 from baton.errors import AuthorityDeniedError, BatonError, CallerUnauthenticatedError, TargetUnavailableError
@@ -72,6 +73,8 @@ class CapabilityRequest(BaseModel):
     context: AuthorityContext
     idempotency_key: str | None = None
     ttl_s: float | None = Field(default=None, gt=0)
+    delegate_key: str | None = Field(default=None, description="ask for a grant to this Ed25519 key (authority_grants)")
+    uses: int | None = Field(default=None, ge=1, le=MAX_USES, description="a grant's ceiling of delegated tokens")
 
 
 class ApprovalAsk(BaseModel):
@@ -124,7 +127,7 @@ def decide(service: AuthorityService, store: SqlStore, placements: Mapping[str, 
     return service.issue_checked(
         store, run_id=ask.run_id, epoch=ask.epoch, owner=ask.owner, operation=ask.operation,
         artifact_hash=ask.artifact_hash, level=ask.level, placement=placement, context=ask.context,
-        idempotency_key=ask.idempotency_key, ttl_s=ask.ttl_s,
+        idempotency_key=ask.idempotency_key, ttl_s=ask.ttl_s, delegate_key=ask.delegate_key, uses=ask.uses,
     )
 
 

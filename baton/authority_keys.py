@@ -37,21 +37,24 @@ PRIVATE_DIR = "private"
 ACTIVE_FILE = "active"
 
 
-def _b64(data: bytes) -> str:
+def b64url(data: bytes) -> str:
+    """Unpadded base64url (RFC 7515), as JWKs and JWTs write bytes."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
+def unb64url(text: str) -> bytes:
+    """The bytes of unpadded base64url text."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _raw_public(key: Ed25519PublicKey) -> bytes:
+def raw_public(key: Ed25519PublicKey) -> bytes:
+    """The 32 raw bytes of an Ed25519 public key."""
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def kid_of(key: Ed25519PublicKey) -> str:
     """A key id derived from the public key itself (so two keys never share one)."""
-    return "ed25519-" + hashlib.sha256(_raw_public(key)).hexdigest()[:20]
+    return "ed25519-" + hashlib.sha256(raw_public(key)).hexdigest()[:20]
 
 
 def key_from_seed(seed: bytes) -> Ed25519PrivateKey:
@@ -71,7 +74,7 @@ class TrustedKey:
 
     def jwk(self) -> dict[str, Any]:
         jwk: dict[str, Any] = {"kty": "OKP", "crv": "Ed25519", "alg": ALGORITHM, "use": "sig",
-                               "kid": self.kid, "x": _b64(_raw_public(self.key))}
+                               "kid": self.kid, "x": b64url(raw_public(self.key))}
         if self.not_after is not None:
             jwk["not_after"] = self.not_after.isoformat()
         return jwk
@@ -105,7 +108,7 @@ class TrustedKeys:
             for jwk in document["keys"]:
                 if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
                     raise SigningKeyError(f"key {jwk.get('kid')!r} is not an Ed25519 OKP key")
-                public = Ed25519PublicKey.from_public_bytes(_unb64(jwk["x"]))
+                public = Ed25519PublicKey.from_public_bytes(unb64url(jwk["x"]))
                 if kid_of(public) != jwk["kid"]:
                     raise SigningKeyError(f"key id {jwk['kid']!r} does not match its key")
                 not_after = jwk.get("not_after")

@@ -5,9 +5,10 @@ window, on a fresh PostgreSQL database, side by side in one run:
 
 * gateway: each process opens its own store, `AuthorityService` (one shared
   signing key) and `MutationGateway`, holds the lease of its own run, gets
-  one capability for its operation from policy (EXTERNAL_MUTATE with an
-  approval bound to the artifact), and submits mutations with fresh
-  idempotency keys as fast as it can. The target is in-process: it applies
+  one grant for its operation from the authority service (EXTERNAL_MUTATE with
+  an approval bound to the artifact), signs each mutation's key-bound
+  capability under it (`baton.authority_grants`), and submits mutations with
+  fresh idempotency keys as fast as it can. The target is in-process: it applies
   the fencing-token check (refusing an epoch below the highest it has seen
   for the run) and records each effect once per idempotency key in memory.
   So the figure is the gateway and the store (epoch check, capability check,
@@ -20,6 +21,8 @@ window, on a fresh PostgreSQL database, side by side in one run:
   one must be refused. Accepted stale mutations are counted and must be zero,
   checked three ways: its submits that returned, the effects its target
   recorded, and the operations the store holds for its run.
+* per-key (the baseline, the design before grants): the same, but every
+  mutation's capability is one HTTP request to the authority service.
 * floor: each process opens one psycopg connection and does, per operation, a
   bare compare-and-set `UPDATE bench_fence SET epoch = epoch WHERE run_id = %s
   AND epoch = %s` (which must match one row) plus an INSERT of one row, then a
@@ -49,7 +52,10 @@ from typing import Any, Literal
 from baton.bench.measure import percentile
 from baton.bench.pg import NoPostgres, fresh_database, postgres_server
 
-Kind = Literal["gateway", "floor"]
+Kind = Literal["gateway", "floor", "per-key"]
+Capabilities = Literal["grant", "per-key"]
+"""How a bench worker gets each mutation's capability: signed locally under one grant (the default), or
+one HTTP request to the authority per idempotency key (the design before; the baseline kind of round)."""
 
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 4, 8)
 DEFAULT_DURATION_S = 5.0
@@ -152,20 +158,27 @@ def bench_authority(db_url: str, scratch: Path) -> Iterator[Callable[[str, str],
         yield access
 
 
-def open_gateway(url: str, run_id: str, owner: str, access: dict[str, str]) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
-    """A worker's store, gateway (verifying with public keys) and target, and how it asks for a capability per key.
+def open_gateway(url: str, run_id: str, owner: str, access: dict[str, str], capabilities: Capabilities = "grant",
+                 ) -> tuple[Any, Any, InProcessFencedTarget, Any, Callable[[str], str]]:
+    """A worker's store, gateway (verifying with public keys) and target, and how it gets a capability per key.
 
-    The worker holds no signing key: each mutation's capability comes from the
-    authority service over HTTP, bound to that mutation's idempotency key.
+    The worker holds no signing key. With `capabilities="grant"` it asks the
+    authority service over HTTP for one grant (`baton.authority_grants`) and
+    signs each mutation's key-bound token under it; with "per-key" every
+    mutation's capability is its own HTTP request, bound to its key.
     """
     from baton.authority import CapabilityVerifier
+    from baton.authority_delegation import DelegatingAuthorityClient
     from baton.authority_http import CapabilityRequest, HttpAuthorityClient
     from baton.gateway import MutationGateway
     from baton.models import Approval, AuthorityContext, AuthorityLevel
     from baton.store.factory import open_store
 
     store = open_store(url, migrate=False)
-    authority = HttpAuthorityClient(access["authority_url"], caller=owner, secret=access["secret"])
+    if capabilities not in ("grant", "per-key"):
+        raise ValueError(f"capabilities must be 'grant' or 'per-key', not {capabilities!r}")
+    http = HttpAuthorityClient(access["authority_url"], caller=owner, secret=access["secret"])
+    authority = DelegatingAuthorityClient(http) if capabilities == "grant" else http
     target = InProcessFencedTarget()
     gateway = MutationGateway(store, CapabilityVerifier(authority.trusted_keys()), {TARGET_NAME: target})
     lease = store.get_lease(run_id)
@@ -234,10 +247,13 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
     """One gateway process (spawned): set up, report ready, then submit until the window closes."""
     owner = spec["owner"]
     try:
-        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["access"])
+        capabilities = spec.get("capabilities", "grant")
+        store, gateway, target, lease, issue = open_gateway(spec["url"], spec["run_id"], owner, spec["access"],
+                                                            capabilities)
         run_id, epoch = spec["run_id"], lease.epoch
         stale = bool(spec.get("stale"))
-        held = issue(f"{owner}:0")  # the stale worker keeps the one capability it got before it was fenced
+        # The stale worker keeps what it got before it was fenced: one capability, or a grant it signs under.
+        held = issue(f"{owner}:0")
         if not stale:
             for n in range(spec.get("warmup", WARMUP_OPS)):
                 key = f"{owner}:warm:{n}"
@@ -259,8 +275,9 @@ def gateway_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, res
             key = f"{owner}:{n}"
             began = clock()
             if stale:
+                token = issue(key) if capabilities == "grant" else held  # a fully valid token but for its epoch
                 try:
-                    gateway.submit(mutation(run_id, epoch, held, key, n, owner))
+                    gateway.submit(mutation(run_id, epoch, token, key, n, owner))
                     accepted += 1
                 except (StaleEpochError, FencedTokenError):
                     refused += 1
@@ -485,8 +502,12 @@ def sqlite_database(scratch: Path) -> Iterator[SqliteDatabase]:
 
 
 def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch: Path, repetition: int = 0,
-                  warmup: int = WARMUP_OPS, backend: Literal["postgresql", "sqlite"] = "postgresql") -> RoundResult:
-    """One gateway round on a fresh database: PostgreSQL on `server_url`, or a SQLite file (`server_url` unused)."""
+                  warmup: int = WARMUP_OPS, backend: Literal["postgresql", "sqlite"] = "postgresql",
+                  capabilities: Capabilities = "grant") -> RoundResult:
+    """One gateway round on a fresh database: PostgreSQL on `server_url`, or a SQLite file (`server_url` unused).
+
+    Its kind is "gateway" with `capabilities="grant"`, "per-key" with one authority request per mutation.
+    """
     from baton.catalog.releases import RELEASES
     from baton.models import EventType, RunKind
     from baton.ownership import Coordinator
@@ -505,14 +526,15 @@ def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch:
             store.create_run(run_id, RunKind.DEPLOY, release, "bench-gateway")
             assert coordinator.grant(run_id, owner, ttl_s=3600) is not None
             specs.append({"url": db.url, "run_id": run_id, "owner": owner, "access": access(owner, run_id),
-                          "duration_s": duration_s, "warmup": warmup, "backend": backend})
+                          "duration_s": duration_s, "warmup": warmup, "backend": backend,
+                          "capabilities": capabilities})
         stale_run = "gw-stale-run"
         store.create_run(stale_run, RunKind.DEPLOY, release, "bench-gateway")
         stale_lease = coordinator.grant(stale_run, "stale-worker", ttl_s=3600)
         assert stale_lease is not None
         specs.append({"url": db.url, "run_id": stale_run, "owner": "stale-worker",
                       "access": access("stale-worker", stale_run),
-                      "duration_s": duration_s, "stale": True, "backend": backend})
+                      "duration_s": duration_s, "stale": True, "backend": backend, "capabilities": capabilities})
 
         def advance_stale_epoch() -> None:
             """The stale worker holds its lease and capability: move its run to a successor under it."""
@@ -541,7 +563,7 @@ def gateway_round(server_url: str, concurrency: int, duration_s: float, scratch:
                       f"{rejected_events} STALE_WORKER_REJECTED events, {in_store} operations in the store, "
                       f"{stale['effects']} target effects")
         return _summarize(
-            "gateway", concurrency, repetition, duration_s, reports,
+            "gateway" if capabilities == "grant" else "per-key", concurrency, repetition, duration_s, reports,
             stale_attempts=attempts, stale_accepted=stale["accepted_stale"], stale_effects=stale["effects"],
             stale_in_store=in_store, stale_rejected_events=rejected_events, checks=tuple(checks),
         )
@@ -557,6 +579,11 @@ class LevelResult:
     concurrency: int
     gateway: tuple[RoundResult, ...]
     floor: tuple[RoundResult, ...]
+    per_key: tuple[RoundResult, ...] = ()
+    """The baseline: gateway rounds that ask the authority for each mutation's capability."""
+
+    def rounds(self, kind: Kind) -> tuple[RoundResult, ...]:
+        return {"gateway": self.gateway, "floor": self.floor, "per-key": self.per_key}[kind]
 
     @staticmethod
     def _throughput(rounds: Sequence[RoundResult]) -> float:
@@ -578,15 +605,23 @@ class LevelResult:
     def ratio(self) -> float:
         return self.gateway_throughput / self.floor_throughput
 
+    @property
+    def per_key_throughput(self) -> float:
+        return self._throughput(self.per_key)
+
+    @property
+    def per_key_ratio(self) -> float:
+        return self.per_key_throughput / self.floor_throughput
+
     def latency(self, kind: Kind, q: float) -> float:
-        return self._pooled(self.gateway if kind == "gateway" else self.floor, q)
+        return self._pooled(self.rounds(kind), q)
 
     def ops(self, kind: Kind) -> int:
-        return sum(r.ops for r in (self.gateway if kind == "gateway" else self.floor))
+        return sum(r.ops for r in self.rounds(kind))
 
     def cpu_ms_per_op(self, kind: Kind) -> tuple[float, float]:
         """(client, server) CPU milliseconds per operation, over every round of `kind`."""
-        rounds = self.gateway if kind == "gateway" else self.floor
+        rounds = self.rounds(kind)
         ops = sum(r.ops for r in rounds)
         if not ops:
             return float("nan"), float("nan")
@@ -595,11 +630,11 @@ class LevelResult:
 
     @property
     def stale_attempts(self) -> int:
-        return sum(r.stale_attempts for r in self.gateway)
+        return sum(r.stale_attempts for r in (*self.gateway, *self.per_key))
 
     @property
     def stale_accepted(self) -> int:
-        return sum(r.stale_accepted + r.stale_effects + r.stale_in_store for r in self.gateway)
+        return sum(r.stale_accepted + r.stale_effects + r.stale_in_store for r in (*self.gateway, *self.per_key))
 
     @property
     def target_met(self) -> bool:
@@ -637,8 +672,13 @@ def run_gateway_bench(
     profile_ops: int = 300,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    baseline: bool = True,
 ) -> GatewayRun:
-    """Floor and gateway rounds at every concurrency level, `repeat` times each, then (optionally) a profile."""
+    """Floor and gateway rounds at every concurrency level, `repeat` times each, then (optionally) a profile.
+
+    With `baseline`, each level also has "per-key" rounds (one authority request per mutation, the design
+    before grants), interleaved with the others, so before and after are measured in the same run.
+    """
 
     levels = tuple(sorted(set(concurrency)))
     if not levels or levels[0] < 1:
@@ -659,14 +699,16 @@ def run_gateway_bench(
         try:
             for repetition in range(repeat):
                 for level in levels:
-                    order: tuple[Kind, Kind] = ("floor", "gateway") if repetition % 2 == 0 else ("gateway", "floor")
+                    kinds: tuple[Kind, ...] = ("floor", "gateway", "per-key") if baseline else ("floor", "gateway")
+                    order = kinds if repetition % 2 == 0 else tuple(reversed(kinds))
                     for kind in order:
                         if progress:
                             progress(f"{kind} x{level} (run {repetition + 1}/{repeat})")
                         if kind == "floor":
                             result = floor_round(server.url, level, duration_s, repetition, warmup)
                         else:
-                            result = gateway_round(server.url, level, duration_s, scratch, repetition, warmup)
+                            result = gateway_round(server.url, level, duration_s, scratch, repetition, warmup,
+                                                   capabilities="grant" if kind == "gateway" else "per-key")
                         rounds.setdefault((kind, level), []).append(result)
             profile = None
             if profile_ops > 0:
@@ -679,7 +721,8 @@ def run_gateway_bench(
             return GatewayRun(levels, duration_s, repeat, (), server.origin, "failed", f"failed: {exc}",
                               server_settings=settings)
         results = tuple(
-            LevelResult(level, tuple(rounds[("gateway", level)]), tuple(rounds[("floor", level)])) for level in levels
+            LevelResult(level, tuple(rounds[("gateway", level)]), tuple(rounds[("floor", level)]),
+                        tuple(rounds.get(("per-key", level), ()))) for level in levels
         )
         return GatewayRun(levels, duration_s, repeat, results, server.origin, profile=profile, server_settings=settings)
 

@@ -159,7 +159,7 @@ def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> 
             for n in range(20):
                 gateway.submit(mutation("profile-run", lease.epoch, issue(f"warm:{n}"), f"warm:{n}", n, "profiler"))
             counters = _Counters()
-            ask = counters.timed("capability request to the authority service (HTTP, per key)", issue)
+            ask = counters.timed("capability for the key, signed by the worker under its grant (authority_grants)", issue)
             with _instrumented(counters, gateway):
                 start = time.perf_counter()
                 for n in range(ops):

@@ -44,6 +44,9 @@ def throughput_rows(run: GatewayRun) -> tuple[list[str], list[list[str]]]:
         "gateway p50 ms", "gateway p99 ms", "floor p50 ms", "floor p99 ms", "mutations measured",
         "stale attempts", "stale accepted",
     ]
+    baseline = any(level.per_key for level in run.levels)
+    if baseline:
+        header += ["per-key mutations/s (before)", "per-key / floor", "gateway / per-key"]
     rows = []
     for level in run.levels:
         rows.append([
@@ -60,13 +63,16 @@ def throughput_rows(run: GatewayRun) -> tuple[list[str], list[list[str]]]:
             str(level.stale_attempts),
             str(level.stale_accepted),
         ])
+        if baseline:
+            rows[-1] += [_num(level.per_key_throughput, 0), f"{level.per_key_ratio:.2f}",
+                         f"{level.gateway_throughput / level.per_key_throughput:.1f}×"]
     return header, rows
 
 
 def round_rows(run: GatewayRun) -> tuple[list[str], list[list[str]]]:
     header = ["round", "kind", "processes", "ops/s", "ops", "p50 ms", "p99 ms"]
     rounds = sorted(
-        (r for level in run.levels for r in (*level.floor, *level.gateway)),
+        (r for level in run.levels for r in (*level.floor, *level.gateway, *level.per_key)),
         key=lambda r: (r.repetition, r.concurrency, r.kind),
     )
     rows = [[str(r.repetition + 1), r.kind, str(r.concurrency), _num(r.throughput, 0), f"{r.ops:,}", _num(r.p50_ms),
@@ -82,7 +88,7 @@ def cpu_rows(run: GatewayRun) -> tuple[list[str], list[list[str]]]:
     for level in run.levels:
         cells = [str(level.concurrency)]
         ceilings = []
-        for kind in ("gateway", "floor"):
+        for kind in ("gateway", "floor"):  # per-key: in the JSON
             client, server = level.cpu_ms_per_op(kind)  # type: ignore[arg-type]
             total = client + server
             cells.append(f"{_num(client)} + {_num(server)} = {_num(total)}")
@@ -116,7 +122,7 @@ def profile_line(profile: GatewayProfile) -> str:
 def check_lines(run: GatewayRun) -> list[str]:
     lines = []
     for level in run.levels:
-        for r in level.gateway:
+        for r in (*level.gateway, *level.per_key):
             lines += [f"x{level.concurrency}, run {r.repetition + 1}: {check}" for check in r.checks]
     return lines
 
@@ -167,13 +173,17 @@ def to_json(run: GatewayRun, machine: dict[str, object], command: str) -> dict[s
             "gateway_mutations": level.ops("gateway"),
             "floor_ops": level.ops("floor"),
             "cpu_ms_per_op": {kind: dict(zip(("worker", "backend"), (round(v, 4) for v in level.cpu_ms_per_op(kind))))
-                              for kind in ("gateway", "floor")},
+                              for kind in ("gateway", "floor", "per-key")},
+            "per_key_per_s": round(level.per_key_throughput, 2) if level.per_key else None,
+            "per_key_ratio": round(level.per_key_ratio, 4) if level.per_key else None,
+            "per_key_ms": {"p50": round(level.latency("per-key", 50), 4),
+                           "p99": round(level.latency("per-key", 99), 4)} if level.per_key else None,
             "stale_attempts": level.stale_attempts,
             "stale_accepted": level.stale_accepted,
             "rounds": [
                 {"kind": r.kind, "repetition": r.repetition, "ops": r.ops, "per_s": round(r.throughput, 2),
                  "p50_ms": round(r.p50_ms, 4), "p99_ms": round(r.p99_ms, 4), "checks": list(r.checks)}
-                for r in (*level.floor, *level.gateway)
+                for r in (*level.floor, *level.gateway, *level.per_key)
             ],
         }
         for level in run.levels

@@ -27,6 +27,7 @@ from types import FrameType
 from baton.ablation import warn_if_ablated
 from baton.agents.browser_session import BrowserPool
 from baton.authority import CapabilityVerifier
+from baton.authority_delegation import DelegatingAuthorityClient
 from baton.authority_http import HttpAuthorityClient
 from baton.catalog.changes import current_placements
 from baton.catalog.manifests import CatalogManifests
@@ -138,7 +139,7 @@ class Worker:
         self.services = RuntimeServices(
             store=self.store,
             blobs=open_blobs(config.home, self.store),
-            authority=authority,
+            authority=DelegatingAuthorityClient(authority),  # one grant per scope, not a request per mutation
             approver=AuthorityApprover(authority, self.owner),
             gateway=MutationGateway(self.store, verifier, targets, history=history,
                                     ceiling=self.placement.authority_ceiling),

@@ -128,8 +128,9 @@ def test_gateway_runs_and_accepts_no_stale_mutation(
     assert run.postgres == "env:BATON_BENCH_DATABASE_URL"
     assert [level.concurrency for level in run.levels] == [1, 2]
     for level in run.levels:
-        assert len(level.gateway) == len(level.floor) == 1
-        assert level.ops("gateway") > 0 and level.ops("floor") > 0
+        assert len(level.gateway) == len(level.floor) == len(level.per_key) == 1  # per-key: the baseline
+        assert level.ops("gateway") > 0 and level.ops("floor") > 0 and level.ops("per-key") > 0
+        assert level.per_key[0].kind == "per-key" and level.per_key[0].stale_attempts > 0
         assert level.gateway_throughput > 0 and level.floor_throughput > 0
         assert len(level.gateway[0].latencies_ms) == level.ops("gateway")
         assert level.stale_attempts > 0
@@ -145,7 +146,7 @@ def test_gateway_runs_and_accepts_no_stale_mutation(
     document = run_gateway.to_json(run, {"nproc": 2, "packages": {}, "disk": {}}, "baton bench gateway")
     assert [level["stale_accepted"] for level in document["levels"]] == [0, 0]
     section = run_gateway.markdown_section(run, {"nproc": 2, "packages": {}, "disk": {}}, "baton bench gateway")
-    assert "stale accepted" in section
+    assert "stale accepted" in section and "gateway / per-key" in section
 
 
 def test_gateway_cli_json(tmp_path: Path, postgres_server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

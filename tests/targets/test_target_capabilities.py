@@ -172,3 +172,25 @@ def test_rotation_keeps_the_old_key_for_its_overlap_only(
     with ledger.client() as client, pytest.raises(TargetRejectedError) as refused:
         _apply(client, lease, late.token, key="k-late", op="op-late")
     assert refused.value.reason in {"capability:retired_key"}
+
+
+def test_the_target_admits_a_delegated_token_and_refuses_a_forged_or_bare_grant(
+    ledger: LedgerTargetProcess, store: SqlStore, authority: AuthorityService
+) -> None:
+    from baton.authority_grants import Delegate
+
+    lease = _run(store)
+    delegate = Delegate()
+    grant = authority.issue_checked(store, run_id=lease.run_id, epoch=lease.epoch, owner="w1", operation=OPERATION,
+                                    artifact_hash=ARTIFACT, level=L.EXTERNAL_MUTATE, placement=PLACEMENT,
+                                    context=_context(store), delegate_key=delegate.public_x, uses=10)
+    expiry = grant.claims.expires_at.timestamp()
+    _refused(ledger, lease, grant.token, "undelegated_grant")
+    _refused(ledger, lease, Delegate().mint(grant.token, idempotency_key="k-1", use=0, expires_at=expiry).token,
+             "forged")
+    _refused(ledger, lease, delegate.mint(grant.token, idempotency_key="k-2", use=0, expires_at=expiry).token,
+             "wrong_key")
+    token = delegate.mint(grant.token, idempotency_key="k-1", use=1, expires_at=expiry).token
+    with ledger.client() as client:
+        assert _apply(client, lease, token)["status"] == "applied"
+    assert len(read_effects(ledger.directory)) == 1

@@ -56,7 +56,8 @@ from baton.errors import (
 from baton.identity import REF_PREFIX, canonical_json, hex_of, is_ref, plain_value, sha256_ref
 from baton.models import ExecutionCheckpoint, Placement, Record, Ref
 from baton.schema_versions import CURRENT_SCHEMA_VERSION, read_checkpoint
-from baton.kill_points import KillPoint, kill_point
+from baton import fault_points
+from baton.fault_points import KillPoint
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs, BlobStore
 from baton.store.sql_blobs import SqlBlobStore
@@ -519,7 +520,7 @@ def write_bundle(store: SqlStore, blobs: Blobs, bundle: VerifiedBundle, *, place
         for index, checkpoint in enumerate(new):
             store.append_checkpoint(checkpoint, missing if in_store and index == 0 else None)
             if index == 0:
-                kill_point(KillPoint.BUNDLE_ROWS)  # test-only: some rows written, the rest not, nothing committed
+                fault_points.reached(KillPoint.BUNDLE_ROWS)  # test-only: some rows written, the rest not, nothing committed
     if in_store:
         blobs.mark_stored(missing)
     written = len(missing)

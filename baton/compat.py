@@ -33,6 +33,7 @@ from baton.models import (
     Ref,
     ResumabilityClass,
 )
+from baton.placements import tools_needed
 from baton.portability import PortabilityReason, constraint_violations
 from baton.schema_versions import AnyCheckpoint, transform_target
 
@@ -270,7 +271,9 @@ def evaluate_handoff(
     needed = resume_release or release
     if needed.verifier_bundle not in target_placement.verifiers and not is_ablated(Ablation.VERIFIER_GATE):
         reasons.append(GateReason.VERIFIER_UNAVAILABLE)
-    if needed.tool_contract not in target_placement.tools:
+    # The run's tool needs: its release's tool contract and what its kind drives (a browser run, a browser).
+    wanted = (needed.tool_contract, *tools_needed(getattr(checkpoint, "run_kind", None)))
+    if any(tool not in target_placement.tools for tool in wanted):
         reasons.append(GateReason.TOOL_CONTRACT_UNAVAILABLE)
 
     ceiling = AuthorityLevel.lesser(authority, target_placement.authority_ceiling)

@@ -12,7 +12,11 @@ coordinator loop until every run is verified, failed or escalated:
   migration the policy allows under the release board's approval;
 * it hands off runs whose lease expired (their worker died), allowing the
   same placement (a restarted worker may pick the run up again);
-* it restarts killed workers.
+* it restarts killed workers;
+* with `pause_worker`, it freezes one worker (SIGSTOP) as it is about to send a
+  mutation, moves its runs once their leases lapse (never back to a placement
+  whose every worker is frozen), and wakes it (SIGCONT) once they moved: the
+  targets' own fences must refuse its held request (`baton.runtime.fleet_pause`).
 
 Work arrives over time: runs are launched one every `launch_interval_s` once
 the workers are up, so chaos finds runs at every stage. A chaos event that
@@ -45,6 +49,7 @@ from baton.models import AuthorityLevel, Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
+from baton.runtime.fleet_pause import WorkerPause, pause_placement
 from baton.runtime.fleet_plan import plan_runs, worker_placements
 from baton.runtime.fleet_summary import FleetSummary, summarize
 from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, with_source_alive
@@ -93,9 +98,17 @@ class FleetConfig:
     expiry_retry_s: float = 2.0
     launch_interval_s: float = 0.6
     chaos_patience_s: float = 8.0
+    workers_up_s: float = 90.0
+    """The fleet clock (launches, chaos) starts when a worker first adopts a run, or this long after the
+    workers were started if none has: on a loaded machine a worker can take most of a minute to come up."""
     placements: tuple[Placement, ...] = DEFAULT_PLACEMENTS
     browser: bool = False
     """Every third run is a browser run (real Chromium in the workers, the web application as its target)."""
+    pause_worker: bool = False
+    """Freeze one worker with SIGSTOP as it is about to send a mutation, past its lease; wake it (SIGCONT)
+    once its runs moved, so its held request reaches the targets with a stale epoch (`baton.runtime.fleet_pause`)."""
+    pause_placement: str | None = None
+    """The placement of the worker to freeze (default: the first without a GPU that may mutate, not a browser pool)."""
     coordinator: str = "local"
     """`local`: this loop hands off runs itself. `dagster`: it only changes the infrastructure (kills
     workers, restarts them); Dagster's sensors see lapsed leases and launch `handoff_job`."""
@@ -160,6 +173,7 @@ class Fleet:
         self.run_ids: list[str] = []
         self.timed_out: list[str] = []
         self.webapp: WebappClient | None = None
+        self.pause: WorkerPause | None = None
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -252,6 +266,9 @@ class Fleet:
                 store, blobs, hosting, fenced,
                 DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
             ))
+            if c.pause_worker:
+                self.pause = WorkerPause.arm(supervisor, self.dir / "pause", lease_ttl_s=c.lease_ttl_s,
+                                             placement=c.pause_placement or pause_placement(names, hosting))
             try:
                 cleanup.callback(supervisor.stop_all)
                 supervisor.start_all()
@@ -280,7 +297,7 @@ class Fleet:
             summary = summarize(
                 store, blobs, fleet_id=self.fleet_id, run_ids=self.run_ids, home=self.home, history_path=self.history_path,
                 duration_s=time.monotonic() - started, planned=c.runs, chaos_fired=self.chaos_fired,
-                timed_out=self.timed_out,
+                timed_out=self.timed_out, pause=None if self.pause is None else self.pause.report(),
                 workers={"slots": len(supervisor.slots), "started": supervisor.starts,
                          "killed": sum(s.kills for s in supervisor.slots), "restarted": supervisor.restarts},
             )
@@ -300,6 +317,7 @@ class Fleet:
         c = self.config
         ours = set(self.run_ids)
         clock: float | None = None  # starts when the first run is adopted: the workers are up
+        workers_started = time.monotonic()  # the loop starts right after the supervisor started them
         last_s = 0.0
         waiting: list[ChaosEvent] = []
         expiry_tried: dict[str, float] = {}
@@ -313,7 +331,7 @@ class Fleet:
             if now - started > c.timeout_s:
                 self._time_out(store, sorted(active), fence_targets)
                 return
-            if clock is None and (self._any_adopted(store, active) or now - started > 15.0):
+            if clock is None and (self._any_adopted(store, active) or now - workers_started > c.workers_up_s):
                 clock = now
             if clock is not None:
                 elapsed = now - clock
@@ -323,21 +341,24 @@ class Fleet:
                     waiting = [e for e in waiting if not self._fire(e, store, supervisor, dispatcher, active, hosting)
                                and elapsed - e.at_s < c.chaos_patience_s]
                 last_s = elapsed
+            if self.pause is not None:
+                self.pause.step(store, supervisor, set(active))
             if c.reacts_itself:
-                self._react(store, dispatcher, active, expiry_tried, now)
+                self._react(store, dispatcher, active, expiry_tried, now, supervisor.paused_placements())
             supervisor.restart_dead(after_s=c.restart_after_s)
             time.sleep(0.2)
 
     def _react(
         self, store: SqlStore, dispatcher: HandoffDispatcher, active: dict[str, str], expiry_tried: dict[str, float],
-        now: float,
+        now: float, unavailable: frozenset[str] = frozenset(),
     ) -> None:
-        """The local coordinator: ask again for moves that lost a race, hand off runs whose lease expired."""
+        """The local coordinator: ask again for moves that lost a race, hand off runs whose lease expired
+        (never to a placement in `unavailable`: every worker there is frozen, none would adopt the run)."""
         for request in dispatcher.take_raced():
             if request.run_id in active:
                 owner = store.get_lease(request.run_id).owner or ""
                 dispatcher.submit(with_source_alive(request, owner.startswith(WORKER_OWNER_PREFIX)))
-        self._hand_off_expired(store, dispatcher, active, expiry_tried, now)
+        self._hand_off_expired(store, dispatcher, active, expiry_tried, now, unavailable)
 
     def _any_adopted(self, store: SqlStore, active: dict[str, str]) -> bool:
         return any((store.get_lease(run_id).owner or "").startswith(WORKER_OWNER_PREFIX) for run_id in active)
@@ -378,7 +399,8 @@ class Fleet:
         return True
 
     def _hand_off_expired(
-        self, store: SqlStore, dispatcher: HandoffDispatcher, active: dict[str, str], tried: dict[str, float], now: float
+        self, store: SqlStore, dispatcher: HandoffDispatcher, active: dict[str, str], tried: dict[str, float], now: float,
+        unavailable: frozenset[str] = frozenset(),
     ) -> None:
         db_now = store.db_now()
         for run_id in active:
@@ -389,7 +411,7 @@ class Fleet:
                 continue
             tried[run_id] = now
             dispatcher.submit(HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
-                                             allow_same_placement=True))
+                                             allow_same_placement=True, excluded_placements=tuple(sorted(unavailable))))
 
     def _time_out(self, store: SqlStore, leftovers: list[str], fence_targets: tuple[FenceAware, ...]) -> None:
         """Fence every leftover run (advance its epoch) and mark it failed, saying why."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.catalog.releases import RELEASES, release_named
-from baton.models import AuthorityLevel, EnvironmentIdentity, Placement
+from baton.models import AuthorityLevel, EnvironmentIdentity, Placement, RunKind
 
 _TOOL_VERSIONS = {"corpus-client": "1.0", "deploy-client": "1.0", "python": "3.11"}
 
@@ -101,6 +101,21 @@ DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
         verifiers=_VERIFIERS, tools=("browser", "corpus-client", "python"), image="baton-browser:2.0",
     ),
 )
+
+
+RUN_KIND_TOOLS: Mapping[RunKind, tuple[str, ...]] = {RunKind.BROWSER: ("browser",)}
+"""Tools a placement must host for a run of that kind, beyond its release's tool contract (a browser
+run drives a real browser, so only a placement with a browser pool can run it)."""
+
+
+def tools_needed(kind: RunKind | None) -> tuple[str, ...]:
+    """The placement tools a run of `kind` needs (none for a kind that drives no local tool)."""
+    return RUN_KIND_TOOLS.get(kind, ()) if kind is not None else ()
+
+
+def hosts_kind(placement: Placement, kind: RunKind) -> bool:
+    """True when `placement` hosts every tool a run of `kind` needs."""
+    return set(tools_needed(kind)) <= set(placement.tools)
 
 
 def _entry(raw: Mapping[str, Any]) -> Placement:

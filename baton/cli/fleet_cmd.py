@@ -55,12 +55,15 @@ def print_summary(console: Console, summary: FleetSummary) -> None:
                         str(len(item.runs_with_several)))
     console.print(effects)
     console.print(
-        f"stale-worker rejections: {summary.stale_worker_rejections}   "
+        f"stale-worker rejections (targets' request logs): {summary.stale_worker_rejections} "
+        f"({_counts('by target', summary.stale_rejections_by_target)}; Baton's events: {summary.stale_rejection_events})   "
         f"resumes verified: {summary.resumes_verified}   resume failures: {summary.resume_failures}   "
         f"operations reconciled: {summary.operations_reconciled}   "
         f"observations changed on revalidation: {summary.observations_changed}"
     )
     console.print(_counts("workers", summary.workers))
+    if summary.pause is not None:
+        console.print("paused worker (SIGSTOP, then SIGCONT): " + ", ".join(f"{k} {v}" for k, v in summary.pause.items()))
     if summary.timed_out:
         console.print(f"[red]timed out, fenced and marked failed: {', '.join(summary.timed_out)}[/red]")
     duplicates = summary.duplicate_side_effects
@@ -112,6 +115,10 @@ def register(app: typer.Typer) -> None:
         ),
         browser: bool = typer.Option(False, "--browser",
                                      help="Every third run is a browser run (headless /usr/bin/chromium in the workers)."),
+        pause_worker: bool = typer.Option(
+            False, "--pause-worker",
+            help="SIGSTOP one worker as it is about to send a mutation, past its lease; SIGCONT it once its runs "
+                 "moved. Fails unless a target's own fence refused its stale request."),
     ) -> None:
         """Run a live fleet of worker processes on real target services until every run ends."""
         exit_if_ablated("baton fleet")
@@ -121,7 +128,7 @@ def register(app: typer.Typer) -> None:
         config = FleetConfig(coordinator=coordinator, runs=runs, workers=workers, chaos=chaos, seed=seed, timeout_s=timeout_s,
                              home=home or baton_home(), database_url=database_url(), launch_interval_s=launch_interval,
                              chaos_window_s=chaos_window, extra_chaos_events=extra_chaos,
-                             boundary_pause_s=boundary_pause, browser=browser)
+                             boundary_pause_s=boundary_pause, browser=browser, pause_worker=pause_worker)
         summary = run_with_progress(console, config)
         if as_json:
             typer.echo(json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True))

@@ -14,7 +14,7 @@ before that transaction (the store then refuses it); such a checkpoint is
 re-judged by the gate for the same target and the commit retried on it, and if
 it cannot go there the move aborts with nothing committed.
 
-Every gap between two durable steps is a named kill point (`baton.kill_points`);
+Every gap between two durable steps is a named kill point (`baton.fault_points`);
 `baton.handoff.recovery` finishes or undoes a move left half done in any of them.
 
 Restoring on the target is the new owner's step (`baton.handoff.resume`).
@@ -36,7 +36,8 @@ from baton.fencing import FenceAware
 from baton.handoff.quiesce import wait_for_quiesce
 from baton.handoff.selection import rank_targets
 from baton.history import Recorder
-from baton.kill_points import KillPoint, kill_point
+from baton import fault_points
+from baton.fault_points import KillPoint
 from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement
 from baton.ownership import Coordinator
 from baton.store.base import SqlStore
@@ -163,7 +164,7 @@ class HandoffCoordinator:
             source_epoch=lease.epoch, detail={"source_alive": request.source_alive,
                                               "preferred": list(request.preferred_targets)},
         )])[0]
-        kill_point(KillPoint.PREPARE_REQUESTED)
+        fault_points.reached(KillPoint.PREPARE_REQUESTED)
         if run.status != "active":
             return self._abort(request, request_seq, source_name, f"run is {run.status}, not active", lease.epoch)
 
@@ -226,7 +227,7 @@ class HandoffCoordinator:
                 reason=request.reason, decision=decision, detail={"request_seq": request_seq},
             ),
         ])
-        kill_point(KillPoint.PREPARE_RESERVED)
+        fault_points.reached(KillPoint.PREPARE_RESERVED)
         return PreparedHandoff(
             request=request,
             request_seq=request_seq,
@@ -295,7 +296,7 @@ class HandoffCoordinator:
                                checkpoint=prepared.checkpoint)
         lease = result.lease
         history.ok("acquire", run_id, epoch=lease.epoch, value={"owner": owner, "takeover": prepared.source_epoch > 0})
-        kill_point(KillPoint.COMMIT_TRANSFERRED)
+        fault_points.reached(KillPoint.COMMIT_TRANSFERRED)
         try:
             self.ownership.fence(run_id, lease.epoch, self.fence_targets)
         except Exception:  # noqa: BLE001 - committed; the adopting worker fences the targets before it starts

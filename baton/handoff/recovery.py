@@ -2,7 +2,7 @@
 
 A move has durable steps (prepare, commit, adopt, restore, the first resumed
 checkpoint) and whoever was taking one may die in between
-(`baton.kill_points` names every gap). From the store and the event log alone,
+(`baton.fault_points` names every gap). From the store and the event log alone,
 `classify` recognises three half-done states of an active run:
 
 * PREPARED:  a handoff request older than the deadline that nobody answered

@@ -31,7 +31,8 @@ from baton.authority import authority_after_handoff
 from baton.checkpoints import RestoredRun, restore
 from baton.compat import HandoffDecision
 from baton.errors import ApprovalError, CheckpointIntegrityError, StaleEpochError
-from baton.kill_points import KillPoint, kill_point
+from baton import fault_points
+from baton.fault_points import KillPoint
 from baton.models import (
     AuthorityContext,
     Boundary,
@@ -133,7 +134,7 @@ def prepare_resume(
     Raises StaleEpochError if `epoch` is not the run's current epoch, and
     CheckpointIntegrityError if any part fails verification.
     """
-    kill_point(KillPoint.ADOPT_CLAIMED)  # the caller won `epoch`; nothing is restored yet
+    fault_points.reached(KillPoint.ADOPT_CLAIMED)  # the caller won `epoch`; nothing is restored yet
     current = store.current_epoch(run_id)
     if epoch != current:
         raise StaleEpochError(f"run {run_id!r}: cannot resume at epoch {epoch}, the current epoch is {current}")
@@ -212,7 +213,7 @@ def prepare_resume(
         refused_approvals=refused_approvals,
     )
     store.append_events([*recorded.events, *_restore_events(plan, now)])  # one transaction, in this order
-    kill_point(KillPoint.RESTORE_STARTED)
+    fault_points.reached(KillPoint.RESTORE_STARTED)
     return plan
 
 
@@ -285,7 +286,7 @@ def confirm_resume(store: SqlStore, plan: ResumePlan, first: ExecutionCheckpoint
         e.passed and candidate is not None and e.applies_to(candidate.artifact_hash) for e in after.evidence
     ):
         problems.append(f"boundary {first.boundary.value} without passing evidence for the current candidate hash")
-    kill_point(KillPoint.CONFIRM_SEALED)
+    fault_points.reached(KillPoint.CONFIRM_SEALED)
     store.append_events([Event(
         event_type=EventType.REVALIDATION_FAILED if problems else EventType.RESUME_VERIFIED,
         run_id=plan.run_id, at=first.sealed_at, checkpoint_id=first.checkpoint_id, target_placement=plan.placement.name,

@@ -18,7 +18,7 @@ from baton.fencing import FenceAware
 from baton.handoff.coordinator import HandoffCoordinator, HandoffOutcome, HandoffRequest
 from baton.models import Placement
 from baton.runtime.fleet_plan import fleet_policy
-from baton.runtime.worker import connect_git_remote, connect_targets
+from baton.runtime.worker import connect_git_remote, connect_targets, connect_webapp
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 
@@ -55,16 +55,16 @@ def home_coordinator(
     placements: Mapping[str, Placement] | Sequence[Placement],
     settings: DispatchSettings = DispatchSettings(),
 ) -> Iterator[HandoffCoordinator]:
-    """A coordinator fencing the deploy and corpus services (and the git remote) of `home`; clients close on exit."""
+    """A coordinator fencing every target service of `home` (deploy and corpus; the git remote and the web
+    application when they run); clients close on exit."""
     deploy, corpus = connect_targets(home, timeout_s=settings.target_timeout_s)
-    git = connect_git_remote(home, timeout_s=settings.target_timeout_s)
+    optional = [client for client in (connect_git_remote(home, timeout_s=settings.target_timeout_s),
+                                      connect_webapp(home, timeout_s=settings.target_timeout_s)) if client is not None]
     try:
-        yield build_coordinator(store, blobs, placements, (deploy, corpus, *(() if git is None else (git,))), settings)
+        yield build_coordinator(store, blobs, placements, (deploy, corpus, *optional), settings)
     finally:
-        corpus.close()
-        deploy.close()
-        if git is not None:
-            git.close()
+        for client in (corpus, deploy, *optional):
+            client.close()
 
 
 def dispatch(coordinator: HandoffCoordinator, request: HandoffRequest) -> HandoffOutcome:

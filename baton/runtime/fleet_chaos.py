@@ -12,7 +12,11 @@ preferably go. Here the fleet adds what only the live fleet knows:
 * a placement-wide outage excludes every placement it took out;
 * a better model only moves runs not already on it, and only to placements
   that cannot run their current release: the move is a behavioral migration,
-  decided by the gate under the policy's approval.
+  decided by the gate under the policy's approval;
+* a drained browser pool is refilled at once (`baton.chaos_catalog`), its
+  sessions revoked: its runs go elsewhere first, and a run that only a
+  browser pool can host (the gate refuses the others) may go back to it and
+  rebuild its session there.
 """
 
 from __future__ import annotations
@@ -77,12 +81,16 @@ def moves_for(
             if not [p for p in placements if p.name not in excluded and p.name != chaos.source_placement]:
                 moves.append(PlannedMove(chaos.run_id, None, "no other placement runs only the better release"))
                 continue
+        refilled = event.reason is ChaosReason.BROWSER_POOL_DRAINED
+        if refilled:  # the pool is refilled at once: a run only a browser pool can host may go back to it, last
+            excluded = ()
         request = HandoffRequest(
             run_id=chaos.run_id,
             reason=chaos.reason.handoff_reason,
             preferred_targets=tuple(name for name in chaos.preferred_targets if name not in excluded),
             excluded_placements=excluded,
             source_alive=alive,
+            allow_same_placement=refilled,
         )
         moves.append(PlannedMove(chaos.run_id, request))
     return moves

@@ -23,6 +23,7 @@ from pydantic import JsonValue
 from baton.catalog.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
 from baton.compat import BehavioralMigration, HandoffPolicy, MigrationApproval
 from baton.models import AuthorityLevel, Placement, RunKind
+from baton.placements import hosts_kind
 from baton.runtime.launch import RunSpec
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
@@ -63,7 +64,7 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
     With `browser`, every third run is a browser run, started on a placement with a browser pool.
     """
     mutating = [p for p in placements if p.authority_ceiling.allows(AuthorityLevel.EXTERNAL_MUTATE)]
-    pools = [p for p in placements if "browser" in p.tools] if browser else []
+    pools = [p for p in placements if hosts_kind(p, RunKind.BROWSER)] if browser else []
     documents = sorted(INITIAL_DOCUMENTS)
     specs: list[RunSpec] = []
     for index in range(count):

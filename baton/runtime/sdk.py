@@ -446,7 +446,7 @@ class RunContext:
                 context=self.authority, idempotency_key=key,
             )
             capability = self.services.capability_client(self.placement).request(ask)
-            fault_points.reached("capability_issued")
+            fault_points.reached(fault_points.CAPABILITY_ISSUED)
             return MutationRequest(
                 run_id=self.run_id, epoch=self.epoch, operation=operation, idempotency_key=key, target=target,
                 payload=body, artifact_hash=candidate.artifact_hash, capability=capability.token,

@@ -32,6 +32,9 @@ class WorkerSlot:
     process: subprocess.Popen[bytes] | None = None
     killed_at: float | None = None
     kills: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment of every incarnation (a test-harness fault point, for one)."""
+    paused: bool = False
 
     @property
     def worker_id(self) -> str:
@@ -81,7 +84,7 @@ class Supervisor:
             slot.incarnation += 1
             self.restarts += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "BATON_HOME": str(self.home)}
+        env = {**os.environ, **slot.env, "BATON_HOME": str(self.home)}
         if self.provision is not None:  # a fresh secret per incarnation, in its environment only (not its argv)
             owner = WORKER_OWNER_PREFIX + slot.worker_id
             env[CALLER_ENV], env[CALLER_SECRET_ENV] = owner, self.provision(owner)
@@ -103,7 +106,30 @@ class Supervisor:
         slot.process.wait(timeout=10)
         slot.killed_at = time.monotonic()
         slot.kills += 1
+        slot.paused = False
         return True
+
+    def pause(self, slot: WorkerSlot) -> bool:
+        """SIGSTOP the slot's process: frozen, not dead (its leases lapse); False if it was not running."""
+        if not slot.alive or slot.process is None or slot.paused:
+            return False
+        slot.process.send_signal(signal.SIGSTOP)
+        slot.paused = True
+        return True
+
+    def resume(self, slot: WorkerSlot) -> bool:
+        """SIGCONT a paused slot's process; False if it was not paused."""
+        if not slot.paused or slot.process is None:
+            return False
+        slot.paused = False
+        if slot.alive:
+            slot.process.send_signal(signal.SIGCONT)
+        return True
+
+    def paused_placements(self) -> frozenset[str]:
+        """Placements whose every worker is paused: nothing there can adopt a run now."""
+        placements = {slot.placement for slot in self.slots}
+        return frozenset(p for p in placements if all(slot.paused for slot in self.on_placement(p)))
 
     def on_placement(self, placement: str) -> list[WorkerSlot]:
         return [slot for slot in self.slots if slot.placement == placement]
@@ -125,7 +151,9 @@ class Supervisor:
         return restarted
 
     def stop_all(self, grace_s: float = 5.0) -> None:
-        """SIGTERM every worker, SIGKILL the ones still there after `grace_s`."""
+        """SIGTERM every worker (a paused one is woken first), SIGKILL the ones still there after `grace_s`."""
+        for slot in self.slots:
+            self.resume(slot)
         running = [slot for slot in self.slots if slot.alive and slot.process is not None]
         for slot in running:
             assert slot.process is not None

@@ -175,6 +175,10 @@ def create_app(data_dir: Path | str, *, guard: TargetGuard | None = None, reposi
         except BadHeadersError as exc:
             return refusal(400, "bad_headers", str(exc))
         payload = body.model_dump()
+        stale = log.refuse_if_fenced(operation_id, key, token)
+        if stale is not None:
+            return refusal(409, "fenced", str(stale), run_id=token.run_id, epoch=token.epoch,
+                           highest_epoch=stale.highest_seen)
         if guard is not None and not is_ablated(Ablation.CAPABILITY_CHECK):
             try:
                 guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,

@@ -65,7 +65,7 @@ class MutationClient:
         if fencing_token.capability:
             headers[CAPABILITY_HEADER] = fencing_token.capability
         body = self._body(payload)
-        fault_points.reached("before_send")
+        fault_points.reached(fault_points.BEFORE_SEND)
         try:
             response = self._http.post(self.mutation_path, json=body, headers=headers)
         except httpx.TimeoutException as exc:
@@ -73,7 +73,7 @@ class MutationClient:
         except httpx.TransportError as exc:
             raise TargetUnavailableError(f"{self.name}: transport error for {operation_id}: {exc!r}") from exc
         if response.status_code in (200, 201):
-            fault_points.reached("after_reply")  # the target committed; the caller has recorded nothing yet
+            fault_points.reached(fault_points.AFTER_REPLY)  # the target committed; the caller has recorded nothing yet
             return dict(response.json())
         if response.status_code in (400, 403, 409, 422):
             data = _json_or_empty(response)

@@ -105,6 +105,9 @@ async def apply_mutation(
         operation_id, key, token = mutation_headers(request)
     except BadHeadersError as exc:
         return refusal(400, "bad_headers", str(exc))
+    stale = log.refuse_if_fenced(operation_id, key, token)
+    if stale is not None:
+        return refusal(409, "fenced", str(stale), run_id=token.run_id, epoch=token.epoch, highest_epoch=stale.highest_seen)
     if guard is not None:
         try:
             claims = guard.admit(request.headers.get(CAPABILITY_HEADER), run_id=token.run_id, epoch=token.epoch,

@@ -14,8 +14,8 @@ One `MutationLog` owns a directory and four files in it:
   lookup; a later request under such an id is refused, so the answer stays true.
 - `fences.sqlite3`: the highest fencing epoch seen per run (`baton.fencing.FenceGuard`).
 
-Rules of `apply`, in order: a sealed operation id is refused; a fencing epoch
-below the run's mark is refused; a known idempotency key with the same
+Rules of `apply`, in order: a fencing epoch below the run's mark is refused;
+a sealed operation id is refused; a known idempotency key with the same
 payload, from the same run, returns the recorded effect (a replay, no new
 line); with a different payload or from another run it is refused; otherwise one line is appended and fsynced before the
 caller can answer. One lock serializes all of it, and an exclusive lock on
@@ -93,6 +93,23 @@ class MutationLog:
                 self._by_operation.setdefault(request["operation_id"], self._by_key[request["idempotency_key"]])
         self._sealed = {line["operation_id"] for line in read_lines(self.sealed_path)}
 
+    def refuse_if_fenced(self, operation_id: str, key: str, token: FencingToken) -> FencedTokenError | None:
+        """The fence, read-only, before anything else is looked at: a request below the run's mark is logged
+        `fenced` and its error returned (None otherwise). A stale owner's request is so refused as stale even
+        when its capability has lapsed meanwhile; the mark is never raised here (`apply` admits under its lock)."""
+        if is_ablated(Ablation.TARGET_FENCE):
+            return None
+        with self._lock:
+            mark = self.fence.highest(token.run_id)
+            if mark is None or token.epoch >= mark:
+                return None
+            error = FencedTokenError(
+                f"fencing token for run {token.run_id!r} carries epoch {token.epoch}, but this target has already "
+                f"seen epoch {mark}: the sender was fenced off", run_id=token.run_id, epoch=token.epoch,
+                highest_seen=mark)
+            self._log(operation_id, key, token, "fenced", str(error))
+            return error
+
     def refuse(self, operation_id: str, key: str, token: FencingToken, result: str, detail: str) -> None:
         """Record a request refused before `apply` (its capability did not fit), under the same lock."""
         with self._lock:
@@ -127,15 +144,15 @@ class MutationLog:
         IdempotencyConflictError (an operation id reused for another key) or EffectRefusedError.
         """
         with self._lock:
-            if operation_id in self._sealed:
-                self._log(operation_id, idempotency_key, token, "sealed")
-                raise SealedOperationError(f"operation {operation_id} was already declared NOT_COMMITTED")
-            try:
+            try:  # the fence first: a stale owner's request is refused as stale, whatever else is wrong with it
                 if not is_ablated(Ablation.TARGET_FENCE):
                     self.fence.admit(token)
             except FencedTokenError as exc:
                 self._log(operation_id, idempotency_key, token, "fenced", str(exc))
                 raise
+            if operation_id in self._sealed:
+                self._log(operation_id, idempotency_key, token, "sealed")
+                raise SealedOperationError(f"operation {operation_id} was already declared NOT_COMMITTED")
             known = None if is_ablated(Ablation.IDEMPOTENCY) else self._by_key.get(idempotency_key)
             if known is not None:
                 recorded = {name: known.get(name) for name in payload}

@@ -371,16 +371,15 @@ def create_app(
             log.refuse(operation_id, key, token, error, message)
             return refusal(status, error, message, **extra)
 
+        stale = log.refuse_if_fenced(operation_id, key, token)  # first: a stale owner is refused as stale
+        if stale is not None:
+            return refusal(409, "fenced", str(stale), highest_epoch=stale.highest_seen)
         if guard is not None:
             try:
                 guard.admit(request.headers.get("X-Baton-Capability"), run_id=token.run_id, epoch=token.epoch,
                             idempotency_key=key, payload=payload)
             except CapabilityError as exc:
                 return refuse(403, f"capability:{exc.reason}", str(exc))
-        mark = log.fence.highest(token.run_id)
-        if mark is not None and token.epoch < mark:
-            return refuse(409, "fenced", f"epoch {token.epoch} of run {token.run_id} is below {mark}, the highest "
-                                         "this application has seen", highest_epoch=mark)
         if not any(record["idempotency_key"] == key for record in log.effects()):
             current = drafts.find(body.draft_id)
             if current is None:

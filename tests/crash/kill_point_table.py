@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from baton.kill_points import KillPoint
+from baton.fault_points import KillPoint
 
 WHO = {
     KillPoint.PREPARE_REQUESTED: "coordinator", KillPoint.PREPARE_RESERVED: "coordinator",

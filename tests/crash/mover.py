@@ -1,4 +1,4 @@
-"""A coordinator as its own process, so a crash test can SIGKILL it mid-move (`baton.kill_points`).
+"""A coordinator as its own process, so a crash test can SIGKILL it mid-move (`baton.fault_points`).
 
     python tests/crash/mover.py --home DIR [--database-url URL] --run RUN --target PLACEMENT
 

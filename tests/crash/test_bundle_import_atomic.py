@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from baton.bundle import export_run
-from baton.kill_points import KILL_POINT_ENV, MARK_ENV, KillPoint
+from baton.fault_points import KILL_POINT_ENV, MARK_ENV, KillPoint
 from baton.store.base import SqlStore
 from baton.store.factory import open_blobs, open_store
 

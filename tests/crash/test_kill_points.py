@@ -3,7 +3,7 @@
 A deploy run starts on a worker of `local-gpu-eu`. Once the deploy target's
 own record file holds its deployment, a coordinator process moves the run
 (source alive, so it quiesces) to `cloud-eu`, where a second worker waits.
-At one named point (`baton.kill_points`) the process taking the step sends
+At one named point (`baton.fault_points`) the process taking the step sends
 itself SIGKILL: the coordinator for prepare and commit, the adopting worker
 for adopt, restore and the first resumed checkpoint. Then `baton recover`
 (the CLI, a separate process) finishes or undoes the half-done move, the dead
@@ -34,7 +34,7 @@ from baton.catalog.releases import RELEASES
 from baton.checker import check
 from baton.handoff.recovery import find_half_done
 from baton.history import read_history
-from baton.kill_points import KILL_POINT_ENV, MARK_ENV, KillPoint
+from baton.fault_points import KILL_POINT_ENV, MARK_ENV, KillPoint
 from baton.models import AuthorityLevel, EventType, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.launch import RunSpec, launch_run

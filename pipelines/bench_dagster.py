@@ -249,8 +249,14 @@ class Bench:
 
     # -------------------------------------------------------------- phases
 
-    def catch_up(self) -> dict[str, Any]:
-        """run_discovery from cursor 0 until the cursor stops moving (every run kept as a partition)."""
+    def catch_up(self, budget_s: float | None = None) -> dict[str, Any]:
+        """run_discovery from cursor 0 until the cursor stops moving (every run kept as a partition).
+
+        With `budget_s`, ticking stops once that much tick time is spent; the
+        rest is then fast-forwarded (the remaining runs become partitions in one
+        call, the cursor goes to the newest event) and the result says how far
+        the catch-up got and at what rate.
+        """
         os.environ[KEEP_FINISHED_ENV] = str(self.plan.runs * 2)
         ticks: list[float] = []
         events = 0
@@ -266,11 +272,22 @@ class Bench:
             say("catch-up", int(self.cursors[run_discovery.name] or 0), total)
             if self.cursors[run_discovery.name] == before:
                 break
-        return {"ticks": len(ticks), "total_s": round(sum(ticks), 2), "per_tick_ms": [_ms(t) for t in ticks],
-                "daemon_share_write_s": round(self.write_s, 2), "daemon_share_write": BATCH_WRITE,
-                "baton_events_read": total, "partitions": self.partitions(), "materializations_written": events,
-                "observations_written": self.observations(), "load_average_before": list(load_before),
-                "load_average_after": list(os.getloadavg())}
+            if budget_s is not None and sum(ticks) >= budget_s:
+                break
+        reached = int(self.cursors[run_discovery.name] or 0)
+        observations = self.observations()
+        out: dict[str, Any] = {
+            "ticks": len(ticks), "total_s": round(sum(ticks), 2), "per_tick_ms": [_ms(t) for t in ticks],
+            "daemon_share_write_s": round(self.write_s, 2), "daemon_share_write": BATCH_WRITE,
+            "baton_events_read": total, "partitions_reported": self.partitions(), "materializations_written": events,
+            "observations_written": observations, "load_average_before": list(load_before),
+            "load_average_after": list(os.getloadavg()), "reached_seq": reached, "budget_s": budget_s,
+            "asset_events_per_s": round((events + observations) / max(sum(ticks), 1e-9), 1)}
+        if reached < total:
+            out["stopped_at_budget"] = True
+            out["fast_forward"] = self.fast_forward()
+        out["partitions"] = self.partitions()
+        return out
 
     def observations(self) -> int:
         """How many observation events the external assets hold (the sensor writes them itself, one by one)."""
@@ -287,7 +304,8 @@ class Bench:
         """
         os.environ[KEEP_FINISHED_ENV] = str(self.plan.runs * 2)  # as in catch_up: archiving is measured on its own
         with _store(self.home) as (store, _):
-            run_ids = [r.run_id for r in store.list_runs()]
+            existing = set(self.instance.get_dynamic_partitions(RUNS_PARTITIONS_NAME))
+            run_ids = [r.run_id for r in store.list_runs() if r.run_id not in existing]
             newest = _newest_seq(store)
         started = time.perf_counter()
         self.instance.add_dynamic_partitions(RUNS_PARTITIONS_NAME, run_ids)
@@ -535,11 +553,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["dagster_storage_classes"] = sorted({type(instance.run_storage).__name__,
                                                     type(instance.event_log_storage).__name__})
         bench = Bench(args.baton_home, instance, plan)
-        result["catch_up"] = bench.fast_forward() if args.ticks_only else bench.catch_up()
+        result["catch_up"] = bench.fast_forward() if args.ticks_only else bench.catch_up(args.catch_up_budget)
         keep()
-        if not args.ticks_only:
+        if not args.ticks_only and not result["catch_up"].get("stopped_at_budget"):
             say("settle job sensors")
-            bench.settle_other_sensors()
+            bench.settle_other_sensors()  # after a stopped catch-up, fast_forward has set them to the newest event
         result["ticks"] = bench.rounds(args.samples, active)
         keep()
         if args.ticks_only:
@@ -596,6 +614,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                              "reverification_job: ticks and the archive step only")
     parser.add_argument("--request-timeout", type=float, default=300.0,
                         help="seconds a GraphQL query may take before it is recorded as timed out")
+    parser.add_argument("--catch-up-budget", type=float, default=None,
+                        help="seconds of ticks the catch-up may take; the rest is fast-forwarded (default: no limit)")
     parser.add_argument("--slow-queries", action="store_true",
                         help="also time the stale status of every partition (79 s p50 at 1,000 runs)")
     parser.add_argument("--daemon-ticks", type=int, default=2,
@@ -606,8 +626,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.samples < 1 or args.keep_finished < 0 or args.reverify < 0 or args.daemon_ticks < 0:
         parser.error("--samples must be >= 1, --keep-finished, --reverify and --daemon-ticks >= 0")
-    if args.daemon_budget <= 0:
-        parser.error("--daemon-budget must be positive")
+    if args.daemon_budget <= 0 or (args.catch_up_budget is not None and args.catch_up_budget <= 0):
+        parser.error("--daemon-budget and --catch-up-budget must be positive")
     if not (args.dagster_home / "dagster.yaml").is_file():
         parser.error(f"no dagster.yaml in {args.dagster_home}")
     return args

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +70,20 @@ class Options:
     ticks_only: bool = False
     """Pass --ticks-only to the Dagster half: no catch-up (partitions in one call), GraphQL or daemon."""
     daemon_ticks: int = 2
+    catch_up_budget_s: float | None = None
+    """Seconds of ticks the catch-up may take before the rest is fast-forwarded (None: no limit)."""
+    seeded_home: Path | None = None
+    """A Baton home seeded earlier by the same plan, copied instead of seeding again (seeding then not timed)."""
+    parallel_legs: bool = False
+    """Run the storages' legs at once (each a subprocess) instead of one after the other."""
 
     def __post_init__(self) -> None:
+        if self.catch_up_budget_s is not None and self.catch_up_budget_s <= 0:
+            raise ValueError("--catch-up-budget must be positive")
+        if self.seeded_home is not None and not (self.seeded_home / "baton.db").is_file():
+            raise ValueError(f"--seeded-home {self.seeded_home} holds no baton.db")
+        if self.seeded_home is not None and len(self.sizes) != 1:
+            raise ValueError("--seeded-home goes with exactly one --runs size")
         if not self.sizes or min(self.sizes) < 1:
             raise ValueError("--runs needs at least one positive size")
         if self.samples < 1:
@@ -168,6 +180,7 @@ def _leg(runs: int, storage: str, seed_home: Path, root: Path, options: Options,
             "--active-share", str(options.active_share), "--lapsed-share", str(options.lapsed_share),
             "--daemon-ticks", str(options.daemon_ticks), "--out", str(out)]
     argv += ["--ticks-only"] if options.ticks_only else []
+    argv += ["--catch-up-budget", str(options.catch_up_budget_s)] if options.catch_up_budget_s else []
     progress.update(task, description=f"{runs:,} runs, {storage}: Dagster")
     if storage == "postgres":
         if pg is None:
@@ -202,21 +215,31 @@ def run_size(runs: int, options: Options, workdir: Path | None, progress: Progre
     seed_root = Path(tempfile.mkdtemp(prefix=f"baton-bench-seed-{runs}-", dir=SHM)) if on_tmpfs else root
     try:
         seed_home = seed_root / "seed-home"
-        seed_home.mkdir()
         plan = SeedPlan(runs, active_share=options.active_share, lapsed_share=options.lapsed_share)
         task = progress.add_task(f"{runs:,} runs: seeding the Baton store", total=runs)
         load_before = os.getloadavg()
-        seeded_s = _seed(seed_home, plan, options.seed_jobs, progress, task)
-        for storage in options.storages:
-            result = _leg(runs, storage, seed_home, root, options, progress, task, pg)
-            result["measured_at"] = machine.describe(workdir)["measured_at"]
-            result["seed_s"] = round(seeded_s, 2)
-            result["seed_ms_per_run"] = round(seeded_s * 1000.0 / runs, 2)
-            result["seed_load_average"] = [round(x, 2) for x in load_before]
-            result["seeded_on"] = "tmpfs (/dev/shm), copied to the work directory" if on_tmpfs else "the work directory"
-            result["seed_jobs"] = options.seed_jobs
-            result["samples"] = options.samples
-            yield result
+        if options.seeded_home is None:
+            seed_home.mkdir()
+            seeded_s: float | None = _seed(seed_home, plan, options.seed_jobs, progress, task)
+        else:
+            seed_home, seeded_s = options.seeded_home, None
+        legs = [(storage, progress.add_task(f"{runs:,} runs, {storage}", total=None)) for storage in options.storages]
+        with ThreadPoolExecutor(max_workers=len(legs) if options.parallel_legs else 1) as pool:
+            futures = [pool.submit(_leg, runs, storage, seed_home, root, options, progress, leg_task, pg)
+                       for storage, leg_task in legs]
+            for future in futures:
+                result = future.result()
+                result["measured_at"] = machine.describe(workdir)["measured_at"]
+                result["seed_s"] = None if seeded_s is None else round(seeded_s, 2)
+                result["seed_ms_per_run"] = None if seeded_s is None else round(seeded_s * 1000.0 / runs, 2)
+                if seeded_s is None:
+                    result["seed_note"] = f"not timed: a copy of {options.seeded_home}, seeded earlier by the same plan"
+                result["seed_load_average"] = [round(x, 2) for x in load_before]
+                result["seeded_on"] = "tmpfs (/dev/shm), copied to the work directory" if on_tmpfs else "the work directory"
+                result["seed_jobs"] = options.seed_jobs
+                result["samples"] = options.samples
+                result["legs_in_parallel"] = options.parallel_legs and len(legs) > 1
+                yield result
         progress.update(task, description=f"{runs:,} runs: done", completed=1, total=1)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -283,6 +306,10 @@ def _catch_up_cell(r: dict[str, Any]) -> str:
     if "observations_written" in c:
         text += (f" + {c['observations_written']:,} observations; of which {c['daemon_share_write_s']:.1f} s "
                  f"writing the materializations in batches")
+    if c.get("stopped_at_budget"):
+        text = (f"STOPPED at its {c['budget_s']:.0f} s budget: events up to seq {c['reached_seq']:,} of "
+                f"{c['baton_events_read']:,} read, {c['partitions_reported']:,} runs reported; " + text
+                + f"; {c['asset_events_per_s']:.1f} asset events/s; the rest fast-forwarded (partitions in one call)")
     return text
 
 
@@ -429,6 +456,9 @@ def command_line(options: Options, out: Path | None) -> str:
     if options.daemon_ticks != Options.daemon_ticks:
         text += f" --daemon-ticks {options.daemon_ticks}"
     text += " --ticks-only" if options.ticks_only else ""
+    text += f" --catch-up-budget {options.catch_up_budget_s:g}" if options.catch_up_budget_s else ""
+    text += f" --seeded-home {options.seeded_home}" if options.seeded_home else ""
+    text += " --parallel-legs" if options.parallel_legs else ""
     return text + (f" --out {out}" if out is not None else "")
 
 

@@ -40,6 +40,9 @@ def test_ticks_only_is_passed_through_to_the_dagster_half(tmp_path: Path) -> Non
     (["--storage", "mysql"], "--storage takes"),
     (["--storage", "sqlite,sqlite"], "each once"),
     (["--daemon-ticks", "-1"], "--daemon-ticks"),
+    (["--catch-up-budget", "0"], "--catch-up-budget must be positive"),
+    (["--seeded-home", "/nonexistent/home"], "holds no baton.db"),
+    (["--runs", "10,20", "--seeded-home", "."], "holds no baton.db"),
 ])
 def test_bad_storage_and_daemon_options_are_refused_clearly(args: list[str], message: str) -> None:
     outcome = CliRunner().invoke(app, ["bench", "dagster", *args])
@@ -72,3 +75,9 @@ def test_a_dagster_yaml_without_the_documented_block_is_refused() -> None:
                                  "postgresql+psycopg://u:p@127.0.0.1:5432/db"])
 def test_the_dagster_url_uses_the_psycopg2_scheme(url: str) -> None:
     assert psycopg2_url(url) == "postgresql+psycopg2://u:p@127.0.0.1:5432/db"
+
+
+def test_a_seeded_home_goes_with_one_size(tmp_path: Path) -> None:
+    (tmp_path / "baton.db").write_bytes(b"")
+    with pytest.raises(ValueError, match="exactly one --runs size"):
+        Options(sizes=(10, 20), seeded_home=tmp_path)

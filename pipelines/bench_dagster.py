@@ -73,7 +73,7 @@ from assets.partitions import RUNS_PARTITIONS_NAME
 from baton.bench.dagster_seed import SeedPlan, add_draft, seed_run
 from baton.bench.measure import percentile
 from baton.catalog.changes import current_placements, update_placement
-from baton.platform_gql import answers, graphql
+from baton.platform_gql import GraphQLError, answers, graphql
 from baton.platform_procs import ProcessSet, ServiceSpec
 from baton.platform_up import free_port
 from baton.store.factory import open_blobs, open_store
@@ -291,9 +291,17 @@ class Bench:
 
     def observations(self) -> int:
         """How many observation events the external assets hold (the sensor writes them itself, one by one)."""
-        return sum(len(self.instance.fetch_observations(AssetRecordsFilter(asset_key=AssetKey(name)),
-                                                        limit=10 * self.plan.runs + 1000).records)
-                   for name in sorted(EXTERNAL_ASSETS))
+        count = 0
+        for name in sorted(EXTERNAL_ASSETS):
+            cursor = None
+            while True:  # Dagster serves at most 10,000 records a call
+                page = self.instance.fetch_observations(AssetRecordsFilter(asset_key=AssetKey(name)), limit=10_000,
+                                                        cursor=cursor)
+                count += len(page.records)
+                if not page.has_more:
+                    break
+                cursor = page.cursor
+        return count
 
     def fast_forward(self) -> dict[str, Any]:
         """Every run a partition in one call and discovery's cursor at the newest event, with no asset events.
@@ -427,6 +435,11 @@ def measure_graphql(url: str, pk: str, samples: int, progress: Callable[[int, in
         variables = {"pk": pk} if "$pk" in query else {}
         try:
             _timed(url, query, variables, timeout_s)
+        except GraphQLError as exc:
+            out[name] = {"n": 0, "error": str(exc)[:500]}
+            done += samples
+            progress(done, total)
+            continue
         except httpx.TimeoutException:
             out[name] = {"n": 0, "timed_out_after_s": timeout_s}
             done += samples
@@ -528,6 +541,14 @@ def measure_daemon(url: str, dagster_home: Path, baton_home: Path, cursors: dict
     return out
 
 
+def _guarded(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A phase's result, or the error that stopped it (the phases after it still run)."""
+    try:
+        return measure()
+    except Exception as exc:  # noqa: BLE001 - recorded in the result, not hidden
+        return {"failed": f"{type(exc).__name__}: {str(exc)[:500]}"}
+
+
 def storage_name(instance: DagsterInstance) -> str:
     """'postgres' or 'sqlite': which storage the instance's event log is on."""
     return "postgres" if "Postgres" in type(instance.event_log_storage).__name__ else "sqlite"
@@ -578,10 +599,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             keep()
             if args.daemon_ticks:
                 say("daemon ticks")
-                result["daemon_ticks"] = measure_daemon(
+                result["daemon_ticks"] = _guarded(lambda: measure_daemon(
                     url, args.dagster_home, args.baton_home, dict(bench.cursors), ticks=args.daemon_ticks,
                     budget_s=args.daemon_budget, env={KEEP_FINISHED_ENV: str(plan.runs * 2)},
-                    logs=args.dagster_home / "logs")
+                    logs=args.dagster_home / "logs"))
                 keep()
             say("archive")
             result["archive"] = bench.archive(args.keep_finished)

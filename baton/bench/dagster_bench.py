@@ -275,6 +275,8 @@ def tick_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[s
 def _latency(entry: dict[str, Any] | None) -> str:
     if entry is None:
         return "not measured"
+    if entry.get("error"):
+        return f"error: {entry['error'][:80]}"
     if entry.get("timed_out_after_s") is not None:
         return f"timed out (> {entry['timed_out_after_s']:.0f} s)"
     return f"{entry['p50_ms']:.1f} / {entry['p95_ms']:.1f}"
@@ -333,6 +335,8 @@ def _daemon_cell(r: dict[str, Any], name: str) -> str:
     ticks = r.get("daemon_ticks")
     if not ticks:
         return "not measured"
+    if "failed" in ticks:
+        return f"failed: {ticks['failed'][:120]}"
     entry = ticks.get(name) or {"n": 0}
     if not entry.get("n"):
         return f"no finished tick in {ticks['budget_s']:.0f} s"
@@ -393,6 +397,22 @@ NOTES = (
 )
 
 
+def run_notes(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Notes that hold only for some results: legs run at once, catch-ups stopped at their budget."""
+    notes = []
+    together = sorted({r["runs"] for r in results if r.get("legs_in_parallel")})
+    if together:
+        notes.append("- the storages' columns at " + ", ".join(f"{n:,}" for n in together) + " runs ran at the same "
+                     "time (one subprocess each, over copies of one seeded store), so they shared the 2 cores")
+    stopped = [label(r) for r in results if r.get("catch_up", {}).get("stopped_at_budget")]
+    if stopped:
+        notes.append("- a catch-up marked STOPPED (" + ", ".join(stopped) + ") ran out of its `--catch-up-budget`: "
+                     "its rate is measured; the runs it had not reached were then added as partitions in one call "
+                     "(no asset events), so Dagster holds versions only for the runs it reached, and every later "
+                     "figure is over all the partitions")
+    return notes
+
+
 Rows = Callable[[Sequence[dict[str, Any]]], tuple[list[str], list[list[str]]]]
 
 
@@ -428,6 +448,7 @@ def markdown_section(document: dict[str, Any]) -> str:
         f"{document['options']['active_share']:.0%} of runs active, {document['options']['lapsed_share']:.0%} "
         "with a lapsed lease, the rest finished",
         *NOTES,
+        *run_notes(results),
         "",
     ]
     for heading, _, rows in tables():

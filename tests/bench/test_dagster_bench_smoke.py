@@ -52,8 +52,15 @@ def test_tiny_dagster_bench_runs_and_adds_up(tmp_path: Path) -> None:
     assert archive["partitions_after"] == live + min(KEEP, finished)
     assert archive["archived"] == finished - KEEP and archive["history_kept_in_baton_store"] is True
 
-    assert set(result["graphql"]) >= {"lineage_of_one_run", "partition_statuses", "dagster_runs_list"}
+    assert set(result["graphql"]) >= {"asset_catalog", "lineage_of_one_run", "run_partition_page",
+                                      "partition_statuses", "dagster_runs_list"}
     assert all(q["n"] == SAMPLES and q["p50_ms"] > 0 for q in result["graphql"].values())
+    assert result["storage"] == result["dagster_storage"] == "sqlite"
+    assert catch_up["observations_written"] > 0 and len(result["load_average_last"]) == 3
+    daemon = result["daemon_ticks"]  # the real dagster-daemon's own tick records, read over GraphQL
+    assert set(daemon) >= {"run_discovery", "lease_expiry"}
+    assert all(daemon[name]["n"] >= 1 for name in ("run_discovery", "release_change", "environment_change",
+                                                   "artifact_change", "lease_expiry"))
 
     written = json.loads((out / JSON_NAME).read_text())
     assert written["results"][0]["runs"] == RUNS

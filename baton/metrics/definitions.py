@@ -97,6 +97,7 @@ Metric = Rate | Distribution | Count
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the temp views every definition reads (`run_events`, `windowed`, `requests`, `transfers`, `moves`)."""
     for statement in filter(str.strip, _VIEWS.split(";")):
         con.execute(statement)
 
@@ -175,3 +176,7 @@ def verified_success(con: duckdb.DuckDBPyConnection) -> list[VerifiedSuccess]:
         GROUP BY ALL ORDER BY ALL
     """).fetchall()
     return [VerifiedSuccess(str(k), str(h), str(c), int(v), int(n)) for k, h, c, v, n in rows]
+
+
+prepare_views = _prepare
+"""The views the definitions share, for read models that attribute events the same way (baton.metrics.handoffs)."""

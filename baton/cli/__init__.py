@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.report_cmd",
     "baton.cli.sim_cmd",
     "baton.cli.recover_cmd",
+    "baton.cli.experiment_cmd",
 )
 
 for _name in COMMAND_MODULES:

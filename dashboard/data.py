@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard.contract_reader import ExperimentSnapshot, experiment_path, read_experiment
+from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment
 from baton.metrics.experiment_outcomes import outcome_success
 from baton.metrics.export import analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix

@@ -35,3 +35,19 @@ def outcome_success(path: Path, strategy: str) -> list[dict[str, Any]]:
                       "verified": int(verified), "finished": int(finished),
                       "rate": int(verified) / int(finished) if finished else None, "low": low, "high": high})
     return cells
+
+
+def simpler_wins(sweep: list[dict[str, Any]], reference: str = "baton") -> list[dict[str, Any]]:
+    """Sweep cells another strategy wins, with its cost per verified run against `reference`'s in that cell."""
+    costs = {(c["strategy"], c["run_length"], c["fault_rate"]): c["cost_per_verified_usd"] for c in sweep}
+    wins: list[dict[str, Any]] = []
+    for cell in sweep:
+        if not cell["winner"] or cell["strategy"] == reference:
+            continue
+        theirs = costs.get((reference, cell["run_length"], cell["fault_rate"]))
+        ours = cell["cost_per_verified_usd"]
+        saving = (theirs - ours) / theirs if theirs and ours is not None else None
+        wins.append({"strategy": cell["strategy"], "run_length": cell["run_length"], "fault_rate": cell["fault_rate"],
+                     "cost_per_verified_usd": ours, f"{reference}_cost_per_verified_usd": theirs,
+                     "cheaper_by": saving})
+    return wins

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
+
+from baton.metrics.experiment_outcomes import simpler_wins
 
 from baton.metrics.figures import crossover_figure, safety_figure, success_cost_figure, winner_map_figure
 from dashboard import data, howto
@@ -41,10 +45,13 @@ picked = st.multiselect("strategies", strategies, default=strategies, key="sweep
 left, right = st.columns(2)
 left.plotly_chart(crossover_figure(sweep, picked, int(length)), width="stretch", key="crossover")
 right.plotly_chart(winner_map_figure(sweep), width="stretch", key="winners")
-others = [c for c in sweep if c["winner"] and c["strategy"] != "baton"]
+others = simpler_wins(sweep)
 cells = {(c["run_length"], c["fault_rate"]) for c in sweep}
 if others:
     st.markdown(f"A simpler strategy wins {len(others)} of {len(cells)} cells: " + "; ".join(
-        f"{c['strategy']} at length {c['run_length']}, fault rate {c['fault_rate']}" for c in others) + ".")
+        f"{c['strategy']} at length {c['run_length']}, fault rate {c['fault_rate']:g}"
+        + (f" ({c['cheaper_by']:.1%} cheaper per verified run than baton)" if c["cheaper_by"] is not None else "")
+        for c in others) + ". Winner: " + str(json.loads(meta.get("parameters_json") or "{}")
+                                               .get("sweep", {}).get("winner", "as the experiment defines it")) + ".")
 else:
     st.markdown(f"Baton's safe handoff wins all {len(cells)} cells of this sweep.")

@@ -6,8 +6,8 @@ import datetime as dt
 import itertools
 from pathlib import Path
 
-import duckdb
-
+from baton.experiment.results import write_experiment
+from baton.experiment.run import run_experiment
 from baton.metrics.export import analytics_path, export_metrics
 from baton.metrics.target_effects import target_effects
 from baton.models import Event, EventType
@@ -51,41 +51,8 @@ def seed_store(home: Path, *, exports: int = 2) -> str:
         store.close()
 
 
-def write_contract_experiment(path: Path, *, sweep: bool = True) -> None:
-    """An experiment file written by DuckDB strictly per contract-17 (until 17a's writer is merged)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(path)) as con:
-        con.execute("CREATE TABLE experiment_meta(experiment_id VARCHAR, command VARCHAR, seed BIGINT, runs BIGINT, "
-                    "sweep BOOLEAN, git_commit VARCHAR, started_at VARCHAR, seconds DOUBLE, parameters_json VARCHAR)")
-        con.execute("INSERT INTO experiment_meta VALUES ('exp-1', 'baton experiment --runs 4 --seed 7', 7, 4, ?, "
-                    "'abc', '2026-12-02T04:00:00+00:00', 0.5, '{}')", [sweep])
-        con.execute("CREATE TABLE strategy_summary(experiment_id VARCHAR, strategy VARCHAR, label VARCHAR, runs BIGINT, "
-                    "verified BIGINT, success_rate DOUBLE, success_low DOUBLE, success_high DOUBLE, "
-                    "duplicate_effects BIGINT, stale_evidence_accepted BIGINT, total_cost_usd DOUBLE, "
-                    "cost_per_verified_usd DOUBLE, mean_completion_s DOUBLE, p95_completion_s DOUBLE, "
-                    "compute_s DOUBLE, interventions BIGINT)")
-        con.execute("INSERT INTO strategy_summary VALUES "
-                    "('exp-1', 'baton', 'safe handoff', 4, 4, 1.0, 0.51, 1.0, 0, 0, 2.0, 0.5, 10, 12, 40, 0), "
-                    "('exp-1', 'naive', 'naive transcript', 4, 3, 0.75, 0.3, 0.95, 2, 1, 2.4, 0.8, 9, 11, 38, 0), "
-                    "('exp-1', 'restart', 'restart from start', 4, 3, 0.75, 0.3, 0.95, 0, 0, 1.8, 0.6, 14, 20, 50, 0)")
-        con.execute("CREATE TABLE run_outcomes(experiment_id VARCHAR, strategy VARCHAR, run_index BIGINT, "
-                    "agent_kind VARCHAR, length_class VARCHAR, steps BIGINT, faults BIGINT, consequential BOOLEAN, "
-                    "verified BOOLEAN, duplicate_effects BIGINT, stale_evidence_accepted BIGINT, cost_usd DOUBLE, "
-                    "compute_s DOUBLE, completion_s DOUBLE, handoffs BIGINT)")
-        for strategy in ("baton", "naive", "restart"):
-            for index in range(4):
-                con.execute("INSERT INTO run_outcomes VALUES ('exp-1', ?, ?, ?, 'short', 5, ?, false, ?, 0, 0, "
-                            "0.5, 10, 10, ?)", [strategy, index, "deploy" if index % 2 else "research", index % 2,
-                                                strategy == "baton" or index > 0, index % 2])
-        con.execute("CREATE TABLE sweep_cells(experiment_id VARCHAR, strategy VARCHAR, run_length BIGINT, "
-                    "fault_rate DOUBLE, runs BIGINT, success_rate DOUBLE, cost_per_verified_usd DOUBLE, "
-                    "mean_completion_s DOUBLE, duplicate_effects BIGINT, winner BOOLEAN)")
-        if sweep:
-            for length, rate in itertools.product((5, 50), (0.01, 0.2)):
-                short_and_calm = length == 5 and rate == 0.01
-                for strategy, cost in (("baton", 1.0), ("restart", 0.8 if short_and_calm else 1.5)):
-                    con.execute("INSERT INTO sweep_cells VALUES ('exp-1', ?, ?, ?, 10, 0.9, ?, 10, 0, ?)",
-                                [strategy, length, rate, cost, (strategy == "restart") == short_and_calm])
-        con.execute("CREATE TABLE experiment_metrics(experiment_id VARCHAR, strategy VARCHAR, name VARCHAR, "
-                    "kind VARCHAR, value DOUBLE, numerator BIGINT, denominator BIGINT, low DOUBLE, high DOUBLE, "
-                    "p50 DOUBLE, p95 DOUBLE, unit VARCHAR, count BIGINT)")
+def write_real_experiment(path: Path, *, runs: int, sweep: bool) -> dict[str, int]:
+    """Run 17a's `baton experiment` engine (seed 7) and write its file with its own writer."""
+    done = run_experiment(runs, 7, sweep=sweep, command=f"baton experiment --runs {runs} --seed 7"
+                          + (" --sweep" if sweep else ""))
+    return write_experiment(done.result, path)

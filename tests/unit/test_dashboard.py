@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 from baton.metrics.export import analytics_path
 from baton.metrics.handoffs import dagster_partition_url
-from tests.unit.dashboard_seed import MOVED_REASON, seed_store, write_contract_experiment
+from baton.experiment.results import experiment_path, read_experiment
+from tests.unit.dashboard_seed import MOVED_REASON, seed_store, write_real_experiment
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboard"
 PAGES = {
@@ -57,10 +59,19 @@ def test_on_an_empty_store_every_page_says_what_to_run(empty_home: Path, page: s
     assert _charts(app) == 0
 
 
+@pytest.fixture(scope="module")
+def experiment_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real `baton experiment --runs 60 --seed 7 --sweep` file for this module (17a's engine and writer)."""
+    path = tmp_path_factory.mktemp("experiment") / "experiment.duckdb"
+    write_real_experiment(path, runs=60, sweep=True)
+    return path
+
+
 @pytest.fixture
-def seeded(baton_home: Path) -> str:
+def seeded(baton_home: Path, experiment_file: Path) -> str:
     run_id = seed_store(baton_home)
-    write_contract_experiment(baton_home / "analytics" / "experiment.duckdb")
+    experiment_path(baton_home).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(experiment_file, experiment_path(baton_home))
     return run_id
 
 
@@ -88,17 +99,28 @@ def test_verified_success_live_and_simulated(seeded: str) -> None:
     live = app.dataframe[0].value
     assert set(live["handoff"]) == {"with handoff"} and set(live["migration_class"]) == {"PHYSICAL"}
     assert int(live["verified"].sum()) == 1
+    assert app.selectbox(key="success_strategy").value == "baton"
 
 
-def test_strategies_page_draws_every_chart_and_names_where_restart_wins(seeded: str) -> None:
+def test_strategies_page_draws_every_chart_and_names_where_a_simpler_strategy_wins(
+        seeded: str, baton_home: Path) -> None:
     app = _run("strategies")
     assert _charts(app) == 4
+    result = read_experiment(experiment_path(baton_home))
+    assert result is not None
+    assert {row["strategy"] for row in result.summary} <= set(app.dataframe[0].value["strategy"])
+    others = [c for c in result.sweep if c["winner"] and c["strategy"] != "baton"]
     text = " ".join(m.value for m in app.markdown)
-    assert "A simpler strategy wins 1 of 4 cells: restart at length 5, fault rate 0.01" in text
+    if others:
+        assert f"A simpler strategy wins {len(others)} of 16 cells" in text
+        for cell in others:
+            assert f"{cell['strategy']} at length {cell['run_length']}, fault rate {cell['fault_rate']:g}" in text
+    else:
+        assert "wins all 16 cells" in text
 
 
 def test_strategies_page_without_a_sweep_says_how_to_get_one(baton_home: Path) -> None:
-    write_contract_experiment(baton_home / "analytics" / "experiment.duckdb", sweep=False)
+    write_real_experiment(experiment_path(baton_home), runs=20, sweep=False)
     app = _run("strategies")
     assert _charts(app) == 2
     assert any("ran without a sweep" in info.value for info in app.info)

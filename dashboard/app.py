@@ -15,6 +15,7 @@ import streamlit as st
 
 from baton.metrics.figures import metric_trend_figure
 from baton.metrics.read import metric_text
+from baton.metrics.links import dagster_url
 from dashboard import data, howto
 from dashboard.filters import store_sidebar
 
@@ -28,7 +29,7 @@ if snapshot is None:
     st.info(howto.METRICS)
 else:
     st.caption(f"Metrics measured {snapshot.measured_at} from Baton's event log and the targets' own records "
-               f"({snapshot.path}). Dagster asset: [handoff_metrics]({data.dagster_url()}/assets/handoff_metrics).")
+               f"({snapshot.path}). Dagster asset: [handoff_metrics]({dagster_url()}/assets/handoff_metrics).")
     columns = st.columns(4)
     for index, row in enumerate(snapshot.metrics):
         headline, detail = metric_text(row)

@@ -18,7 +18,7 @@ from baton.experiment.results import ExperimentSnapshot, experiment_path, read_e
 from baton.metrics.experiment_outcomes import outcome_success
 from baton.metrics.export import analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix
-from baton.metrics.handoffs import DEFAULT_DAGSTER_URL, handoff_requests, run_timeline
+from baton.metrics.handoffs import handoff_requests, run_timeline
 from baton.metrics.history import read_history
 from baton.metrics.load import load_from_store
 from baton.metrics.read import MetricsSnapshot, read_snapshot
@@ -26,7 +26,6 @@ from baton.store.factory import SQLITE_FILENAME, baton_home, database_url, open_
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE_POLL_S = 5.0
-DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8501"
 FAULT_MATRIX_FILE = "fault-matrix.json"
 
 Stamp = tuple[int, int] | None
@@ -43,11 +42,6 @@ def stamp(path: Path) -> Stamp:
 
 def home() -> Path:
     return baton_home()
-
-
-def dagster_url() -> str:
-    """The Dagster UI the pages link to (BATON_DAGSTER_URL, default the local webserver)."""
-    return os.environ.get("BATON_DAGSTER_URL", DEFAULT_DAGSTER_URL).rstrip("/")
 
 
 def store_stamp() -> tuple[object, ...]:

@@ -11,17 +11,11 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import duckdb
 
 from baton.metrics.definitions import prepare_views
 from baton.models import Event
-
-DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"
-PARTITIONED_ASSET = "checkpoints"
-"""The per-run asset whose partition page the timeline links to (the end of the run's lineage)."""
-
 
 def handoff_requests(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Every handoff request in a loaded log: run, kind, when, why, migration class and outcome."""
@@ -80,9 +74,3 @@ def run_timeline(events: Iterable[tuple[int, Event]]) -> list[TimelineEntry]:
             migration_class=str(decision.get("migration_class") or "")))
     return entries
 
-
-def dagster_partition_url(base: str, run_id: str, asset: str = PARTITIONED_ASSET) -> str:
-    """The Dagster UI page of this run's partition of a per-run asset."""
-    if not run_id:
-        raise ValueError("a run id is needed to link to its Dagster partition")
-    return f"{base.rstrip('/')}/assets/{asset}?view=partitions&partition={quote(run_id, safe='')}"

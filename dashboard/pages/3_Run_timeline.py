@@ -7,7 +7,8 @@ import datetime as dt
 import streamlit as st
 
 from baton.metrics.figures import timeline_figure
-from baton.metrics.handoffs import dagster_partition_url
+from baton.metrics.links import dagster_partition_url
+from baton.metrics.links import dagster_url
 from dashboard import data, howto
 from dashboard.filters import store_sidebar
 
@@ -38,7 +39,7 @@ run_id = st.selectbox("run", candidates, key="timeline_run",
                       format_func=lambda run: f"{run} ({kinds.get(run, '?')})")
 entries = data.timeline(str(run_id))
 requests = [r for r in view["requests"] if r["run_id"] == run_id]
-link = dagster_partition_url(data.dagster_url(), str(run_id))
+link = dagster_partition_url(dagster_url(), str(run_id))
 st.markdown(f"Lineage of this run in Dagster: [{run_id} partition of `checkpoints`]({link})")
 columns = st.columns(3)
 columns[0].metric("events", len(entries))

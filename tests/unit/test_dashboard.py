@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from baton.metrics.export import analytics_path
-from baton.metrics.handoffs import dagster_partition_url
+from baton.metrics.links import dagster_partition_url
 from baton.experiment.results import experiment_path, read_experiment
 from tests.unit.dashboard_seed import MOVED_REASON, seed_store, write_real_experiment
 

@@ -46,13 +46,14 @@ def success_cost_figure(summary: list[dict[str, Any]]) -> go.Figure:
     for row in summary:
         rate = row["success_rate"] or 0.0
         figure.add_scatter(
-            name=row["label"], mode="markers+text", text=[row["strategy"]], textposition="top center",
+            name=row["strategy"], mode="markers",
             x=[row["cost_per_verified_usd"]], y=[rate], marker={"size": 12},
             error_y={"type": "data", "symmetric": False,
                      "array": [(row["success_high"] or rate) - rate], "arrayminus": [rate - (row["success_low"] or rate)]},
             hovertemplate=f"{row['label']}: %{{y:.1%}} verified, $%{{x:.4f}} per verified run<extra></extra>")
     figure.update_layout(xaxis={"title": "cost per verified run (USD)"},
-                         yaxis={"title": "verified success", "tickformat": ".0%"}, showlegend=False, margin={"t": 30})
+                         yaxis={"title": "verified success", "tickformat": ".0%"}, legend={"orientation": "h"},
+                         margin={"t": 30})
     return figure
 
 
@@ -101,7 +102,8 @@ def winner_map_figure(sweep: list[dict[str, Any]]) -> go.Figure:
     figure = go.Figure(go.Heatmap(z=grid, x=[str(r) for r in rates], y=[str(n) for n in lengths], text=text,
                                   texttemplate="%{text}", showscale=False, colorscale="Viridis",
                                   hovertemplate="length %{y}, fault rate %{x}: %{text}<extra></extra>"))
-    figure.update_layout(xaxis={"title": "fault rate"}, yaxis={"title": "run length (steps)"}, margin={"t": 30})
+    figure.update_layout(xaxis={"title": "fault rate", "type": "category"},
+                         yaxis={"title": "run length (steps)", "type": "category"}, margin={"t": 30})
     return figure
 
 

@@ -16,7 +16,7 @@ help:
 	@echo "make install      create $(VENV) and install baton with the dev, bench and langgraph extras"
 	@echo "make test         run the test suite (pytest $(PYTEST_ARGS))"
 	@echo "make layers       lint-imports: the layering contracts in pyproject.toml (also checked by make test)"
-	@echo "make demo         the platform: Dagster UI + daemon, dashboard, a live fleet with chaos (Ctrl-C stops all)"
+	@echo "make demo         the platform: Dagster UI + daemon, dashboard, a live fleet with chaos, after a fresh baton experiment (Ctrl-C stops all)"
 	@echo "make cli-demo     baton demo (a scripted run and a small fleet, no Dagster)"
 	@echo "make faults       baton faults (the fault matrix: Baton vs two transcript-only controls)"
 	@echo "make faults-ablations  every protection switched off in turn; rewrites docs/fault-matrix.md"
@@ -45,6 +45,7 @@ layers: install
 # Embedded defaults: Baton's store in ./.baton, Dagster's instance in ./.dagster_home (SQLite);
 # BATON_DATABASE_URL / DAGSTER_PG_URL (postgresql+psycopg2://...) select PostgreSQL instead.
 demo: install
+	$(BIN)/baton experiment --runs 2000 --seed 7 --sweep
 	$(BIN)/baton platform
 
 cli-demo: install

@@ -12,12 +12,15 @@ from dagster import (
 )
 
 from baton.metrics.export import analytics_path, export_metrics
+from baton.metrics.links import dashboard_url
 from baton.metrics.target_effects import target_effects
 from pipelines.resources import BatonResource
 
 
 @asset(group_name="ops", description="Handoff-quality metrics and verified success with/without handoff, "
-                                     "from Baton's event log and the targets' own records (DuckDB).")
+                                     "from Baton's event log and the targets' own records (DuckDB); each "
+                                     "export keeps the earlier snapshots (the trend). Shown on the ops dashboard "
+                                     "(metadata `dashboard`).")
 def handoff_metrics(context: AssetExecutionContext, baton: BatonResource) -> MaterializeResult:
     home = baton.home_path()
     path = analytics_path(home)
@@ -25,6 +28,7 @@ def handoff_metrics(context: AssetExecutionContext, baton: BatonResource) -> Mat
         counts = export_metrics(store, target_effects(home), path)
     context.log.info(f"wrote {path}: {counts}")
     return MaterializeResult(metadata={"path": MetadataValue.path(str(path)),
+                                       "dashboard": MetadataValue.url(dashboard_url()),
                                        **{f"rows/{table}": n for table, n in counts.items()}})
 
 

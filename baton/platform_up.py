@@ -155,7 +155,10 @@ def _initialise_dagster_storage(config: PlatformConfig) -> None:
 def service_env(config: PlatformConfig) -> dict[str, str]:
     """The environment every service shares: both homes and both databases."""
     env = {"BATON_HOME": str(config.baton_home.resolve()), "DAGSTER_HOME": str(config.dagster_home.resolve()),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1",
+           # So the dashboard links to Dagster's run partitions and Dagster's asset metadata links back.
+           "BATON_DAGSTER_URL": f"http://127.0.0.1:{config.web_port}",
+           "BATON_DASHBOARD_URL": f"http://127.0.0.1:{config.dashboard_port}"}
     if config.database_url:
         env["BATON_DATABASE_URL"] = config.database_url
     if config.dagster_pg_url:

@@ -1,61 +1,61 @@
-"""The ops dashboard: handoff quality (sec. 25) and verified success with and without handoff.
+"""The ops dashboard, first page: the twelve handoff metrics of sec. 25 and their trend.
 
-It reads the DuckDB file that Dagster's `handoff_metrics` asset writes every minute
-(BATON_HOME/analytics/metrics.duckdb, read-only) and the run table of Baton's store. All
-computation lives in `baton.metrics`; this page only lays it out. `baton platform` starts it with
-`streamlit run dashboard/app.py`.
+It reads the DuckDB file Dagster's `handoff_metrics` asset writes every minute
+(BATON_HOME/analytics/metrics.duckdb, read-only; each export carries the previous snapshots forward)
+and Baton's store. All computation lives in `baton.metrics`; the pages only lay it out. `baton
+platform` starts it with `streamlit run dashboard/app.py`; the other pages are in dashboard/pages/.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import streamlit as st
 
-from baton.metrics.export import analytics_path
-from baton.metrics.figures import verified_success_figure
-from baton.metrics.read import metric_text, read_snapshot
-from baton.store.factory import baton_home, database_url, open_store
+from baton.metrics.figures import metric_trend_figure
+from baton.metrics.read import metric_text
+from baton.metrics.links import dagster_url
+from dashboard import data, howto
+from dashboard.filters import store_sidebar
 
 st.set_page_config(page_title="Baton ops", layout="wide")
 st.title("Baton: handoff quality")
 
-home = baton_home()
-snapshot = read_snapshot(analytics_path(home))
+view = data.store_view()
+filters = store_sidebar(view)
+snapshot = data.snapshot()
 if snapshot is None:
-    st.info(f"No metrics yet: Dagster's handoff_metrics asset writes {analytics_path(home)} every minute "
-            "(schedule metrics_refresh); runs below come straight from Baton's store.")
+    st.info(howto.METRICS)
 else:
     st.caption(f"Metrics measured {snapshot.measured_at} from Baton's event log and the targets' own records "
-               f"({snapshot.path}).")
+               f"({snapshot.path}). Dagster asset: [handoff_metrics]({dagster_url()}/assets/handoff_metrics).")
     columns = st.columns(4)
     for index, row in enumerate(snapshot.metrics):
         headline, detail = metric_text(row)
         columns[index % 4].metric(row["name"], headline, help=detail)
         columns[index % 4].caption(detail)
-    st.subheader("Verified success with and without handoff")
-    if snapshot.success:
-        st.plotly_chart(verified_success_figure(snapshot.success), width="stretch")
-    else:
-        st.write("No run has finished yet.")
-    st.subheader("Strategies")
-    st.write("The strategy experiment (safe handoff against restart, retry, waiting and coarse checkpoints) "
-             "has not run on this platform: no comparison is shown until `baton experiment` writes one.")
 
-store = open_store(database_url(), home)
-try:
-    runs = store.list_runs()
-finally:
-    store.close()
-st.subheader("Runs")
-counts = Counter(run.status for run in runs)
-for column, status in zip(st.columns(4), ("active", "verified", "failed", "escalated"), strict=True):
-    column.metric(status, counts.get(status, 0))
-st.dataframe(
-    [{"run": run.run_id, "kind": run.kind, "status": run.status, "placement": run.placement,
-      "updated": run.updated_at.isoformat(timespec="seconds")}
-     for run in sorted(runs, key=lambda r: r.updated_at, reverse=True)[:200]],
-    width="stretch",
-)
-if st.button("Refresh"):
-    st.rerun()
+    st.subheader("Trend")
+    now = dt.datetime.now(dt.UTC)
+    history = [row for row in data.history() if filters.keep(row, kind=None, at="measured_at", now=now)]
+    names = list(dict.fromkeys(row["name"] for row in snapshot.metrics))
+    if len({row["measured_at"] for row in history}) < 2:
+        st.info(howto.HISTORY)
+    else:
+        rates = [name for name in names if any(r["name"] == name and r["kind"] == "rate" for r in snapshot.metrics)]
+        chosen = st.multiselect("metrics", names, default=rates[:4], key="trend_metrics")
+        st.plotly_chart(metric_trend_figure(history, chosen), width="stretch", key="trend")
+
+st.subheader("Handoffs in the store")
+if not view["runs"]:
+    st.info(howto.FLEET)
+else:
+    now = dt.datetime.now(dt.UTC)
+    requests = [r for r in view["requests"]
+                if filters.keep(r, reason="reason", migration_class="migration_class", at="requested_at", now=now)]
+    outcomes = Counter(r["outcome"] for r in requests)
+    for column, outcome in zip(st.columns(4), ("requested", "committed", "rolled back", "pending"), strict=True):
+        column.metric(f"handoffs {outcome}", len(requests) if outcome == "requested" else outcomes.get(outcome, 0))
+    st.caption("Handoff requests matching the filters; the metrics above cover the whole log of the last export.")
+    st.dataframe(requests, width="stretch", hide_index=True)

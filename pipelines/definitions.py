@@ -9,6 +9,7 @@ processes. Sensors and the schedule run by default once the daemon is up.
 
 from dagster import Definitions
 
+from assets.experiment_assets import experiment_comparison
 from assets.lineage_assets import LINEAGE_ASSETS
 from assets.lineage_checks import LINEAGE_CHECKS
 from assets.metrics_assets import handoff_metrics, metrics_job, metrics_refresh
@@ -18,7 +19,7 @@ from pipelines.schedules import freshness_reverification
 from sensors.baton_sensors import SENSORS
 
 defs = Definitions(
-    assets=[*LINEAGE_ASSETS, handoff_metrics],
+    assets=[*LINEAGE_ASSETS, handoff_metrics, experiment_comparison],
     asset_checks=LINEAGE_CHECKS,
     jobs=[handoff_job, reverification_job, metrics_job],
     sensors=SENSORS,

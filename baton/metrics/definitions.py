@@ -20,10 +20,19 @@ SCHEMA_REASONS = ("state_schema_incompatible", "schema_transform_forbidden", "sc
 
 _RUN_EVENTS = "CREATE OR REPLACE TEMP VIEW run_events AS SELECT * FROM events WHERE run_id <> 'baton:catalog'"
 
+# Every event of a run numbered by the handoff request and the transfer it falls in (read models use it).
+_WINDOWED = """
+CREATE OR REPLACE TEMP VIEW windowed AS
+    SELECT *,
+           sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END) OVER w AS request_no,
+           sum(CASE WHEN event_type = 'ownership_transferred' THEN 1 ELSE 0 END) OVER w AS transfer_no
+    FROM run_events WINDOW w AS (PARTITION BY run_id ORDER BY seq ROWS UNBOUNDED PRECEDING)
+"""
+
 # The per-handoff tables are materialized once per computation (not views): every metric reads them,
 # and re-running the window over a million events for each metric would dominate the cost.
 _HANDOFF_TABLES = """
-CREATE OR REPLACE TEMP TABLE windowed AS
+CREATE OR REPLACE TEMP TABLE handoff_window AS
     SELECT run_id, seq, ts, event_type,
            event_type = 'operation_reconciled' AND json_extract_string(detail, '$.state') = 'UNKNOWN' AS unknown_left,
            sum(CASE WHEN event_type = 'handoff_requested' THEN 1 ELSE 0 END) OVER w AS request_no,
@@ -39,7 +48,7 @@ CREATE OR REPLACE TEMP TABLE requests AS
            bool_or(event_type = 'ownership_transferred') AS committed,
            bool_or(event_type = 'handoff_aborted') AS aborted,
            bool_or(event_type = 'authority_downgraded') AS downgraded
-    FROM windowed WHERE request_no > 0 GROUP BY run_id, request_no;
+    FROM handoff_window WHERE request_no > 0 GROUP BY run_id, request_no;
 CREATE OR REPLACE TEMP TABLE transfers AS
     SELECT run_id, transfer_no,
            max(request_no) FILTER (WHERE event_type = 'ownership_transferred') AS request_no,
@@ -47,12 +56,12 @@ CREATE OR REPLACE TEMP TABLE transfers AS
            bool_or(event_type = 'revalidation_failed') AS revalidation_failed,
            bool_or(event_type IN ('revalidation_started', 'reverification_required')) AS revalidated,
            bool_or(unknown_left) AS left_unknown
-    FROM windowed WHERE transfer_no > 0 GROUP BY run_id, transfer_no;
+    FROM handoff_window WHERE transfer_no > 0 GROUP BY run_id, transfer_no;
 CREATE OR REPLACE TEMP TABLE moves AS
     SELECT r.*, t.transfer_no, t.verified_at, coalesce(t.revalidation_failed, false) AS revalidation_failed,
            coalesce(t.revalidated, false) AS revalidated, coalesce(t.left_unknown, false) AS left_unknown
     FROM requests r LEFT JOIN transfers t USING (run_id, request_no);
-DROP TABLE windowed;
+DROP TABLE handoff_window;
 """
 
 
@@ -103,8 +112,11 @@ class VerifiedSuccess:
 Metric = Rate | Distribution | Count
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, *, handoffs: bool) -> None:
+def _prepare(con: duckdb.DuckDBPyConnection, *, handoffs: bool = True) -> None:
+    """Create what the definitions read: the `run_events` and `windowed` views, and (with `handoffs`) the
+    `requests`, `transfers` and `moves` tables."""
     con.execute(_RUN_EVENTS)
+    con.execute(_WINDOWED)
     if handoffs:
         for statement in filter(str.strip, _HANDOFF_TABLES.split(";")):
             con.execute(statement)
@@ -184,3 +196,7 @@ def verified_success(con: duckdb.DuckDBPyConnection) -> list[VerifiedSuccess]:
         GROUP BY ALL ORDER BY ALL
     """).fetchall()
     return [VerifiedSuccess(str(k), str(h), str(c), int(v), int(n)) for k, h, c, v, n in rows]
+
+
+prepare_views = _prepare
+"""The views the definitions share, for read models that attribute events the same way (baton.metrics.handoffs)."""

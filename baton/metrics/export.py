@@ -10,6 +10,7 @@ import duckdb
 
 from baton import clock
 from baton.metrics.definitions import Count, Distribution, Rate, handoff_metrics, verified_success
+from baton.metrics.history import HISTORY_TABLE, carry_history
 from baton.metrics.load import EffectRecord, load_from_store
 from baton.store.base import SqlStore
 
@@ -25,6 +26,7 @@ def export_metrics(store: SqlStore, effects: list[EffectRecord], path: Path,
     """Compute every metric over the store's log and write tables `handoff_metrics` and `verified_success`.
 
     The file is built beside `path` and renamed over it, so a reader never sees a half-written file.
+    Table `metric_history` carries the replaced file's snapshots forward and appends this one.
     Returns row counts per table.
     """
     measured_at = (now or clock.now()).isoformat()
@@ -42,6 +44,9 @@ def export_metrics(store: SqlStore, effects: list[EffectRecord], path: Path,
         for metric in metrics:
             out.execute("INSERT INTO handoff_metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         _metric_row(metric, measured_at))
+        carry_history(out, path)
+        out.execute(f"INSERT INTO {HISTORY_TABLE} SELECT * FROM handoff_metrics")
+        history = out.execute(f"SELECT count(*) FROM {HISTORY_TABLE}").fetchone()
         out.execute("CREATE TABLE verified_success (kind VARCHAR, handoff VARCHAR, migration_class VARCHAR, "
                     "verified BIGINT, finished BIGINT, rate DOUBLE, low DOUBLE, high DOUBLE)")
         for cell in success:
@@ -53,7 +58,8 @@ def export_metrics(store: SqlStore, effects: list[EffectRecord], path: Path,
     finally:
         out.close()
     os.replace(scratch, path)
-    return {"handoff_metrics": len(metrics), "verified_success": len(success)}
+    return {"handoff_metrics": len(metrics), "verified_success": len(success),
+            HISTORY_TABLE: int(history[0]) if history else 0}
 
 
 def _metric_row(metric: Rate | Distribution | Count, measured_at: str) -> tuple[object, ...]:

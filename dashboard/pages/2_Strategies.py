@@ -1,0 +1,57 @@
+"""The strategy comparison (sec. 26): success against cost, duplicate effects and stale evidence, the sweep."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from baton.metrics.experiment_outcomes import simpler_wins
+
+from baton.metrics.figures import crossover_figure, safety_figure, success_cost_figure, winner_map_figure
+from dashboard import data, howto
+
+st.set_page_config(page_title="Baton: strategies", layout="wide")
+st.title("Safe handoff against simpler strategies")
+
+result = data.experiment()
+if result is None:
+    st.info(howto.EXPERIMENT)
+    st.stop()
+
+meta = result.meta
+st.caption(f"`{meta.get('command')}`: seed {meta.get('seed')}, {meta.get('runs')} runs per strategy, "
+           f"{meta.get('seconds', 0):.1f} s, commit {str(meta.get('git_commit') or '')[:12]} ({result.path}).")
+summary = result.summary
+if not summary:
+    st.info("The experiment file holds no strategy rows. " + howto.EXPERIMENT)
+    st.stop()
+left, right = st.columns(2)
+left.subheader("Success against cost")
+left.plotly_chart(success_cost_figure(summary), width="stretch", key="success_cost")
+right.subheader("Duplicate effects and stale evidence")
+right.plotly_chart(safety_figure(summary), width="stretch", key="safety")
+st.dataframe(summary, width="stretch", hide_index=True)
+
+st.subheader("Where each strategy wins: the sweep over run length and fault rate")
+sweep = result.sweep
+if not sweep:
+    st.info(howto.SWEEP)
+    st.stop()
+strategies = list(dict.fromkeys(c["strategy"] for c in sweep))
+lengths = sorted({c["run_length"] for c in sweep})
+length = st.selectbox("run length (steps)", lengths, index=len(lengths) - 1, key="sweep_length")
+picked = st.multiselect("strategies", strategies, default=strategies, key="sweep_strategies")
+left, right = st.columns(2)
+left.plotly_chart(crossover_figure(sweep, picked, int(length)), width="stretch", key="crossover")
+right.plotly_chart(winner_map_figure(sweep), width="stretch", key="winners")
+others = simpler_wins(sweep)
+cells = {(c["run_length"], c["fault_rate"]) for c in sweep}
+if others:
+    st.markdown(f"A simpler strategy wins {len(others)} of {len(cells)} cells: " + "; ".join(
+        f"{c['strategy']} at length {c['run_length']}, fault rate {c['fault_rate']:g}"
+        + (f" ({c['cheaper_by']:.1%} cheaper per verified run than baton)" if c["cheaper_by"] is not None else "")
+        for c in others) + ". Winner: " + str(json.loads(meta.get("parameters_json") or "{}")
+                                               .get("sweep", {}).get("winner", "as the experiment defines it")) + ".")
+else:
+    st.markdown(f"Baton's safe handoff wins all {len(cells)} cells of this sweep.")

@@ -31,6 +31,8 @@ from builders.live import ended_run, live_targets, wait_for, workers
 pytestmark = pytest.mark.integration
 RUN = "browser-drained-1"
 POOL, OTHER = "browser-pool-eu", "local-gpu-eu"
+# Only a placement with a browser may run a browser run, so this catalog gives OTHER one as well.
+CATALOG = [p.model_copy(update={"tools": (*p.tools, "browser")}) if p.name == OTHER else p for p in DEFAULT_PLACEMENTS]
 
 
 def test_a_drained_pool_moves_a_mid_form_run_to_another_worker_which_submits_once(tmp_path: Path) -> None:
@@ -38,7 +40,7 @@ def test_a_drained_pool_moves_a_mid_form_run_to_another_worker_which_submits_onc
     KeyRing.generate().save(home / "authority")  # the authority service loads these keys when it starts
     store = open_store(None, home)
     blobs = open_blobs(home, store)
-    hosting = hosted_placements(store, DEFAULT_PLACEMENTS, [POOL, OTHER])
+    hosting = hosted_placements(store, CATALOG, [POOL, OTHER])
     with live_targets(home), webapp_process(target_data_dir("webapp", home),
                                             trust=home / "authority" / "jwks.json") as app:
         webapp = WebappClient(app.url, timeout_s=5.0)

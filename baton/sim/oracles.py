@@ -331,7 +331,7 @@ def no_stale_observation_used(records: SimRecords) -> list[str]:
         return []
     budgets = _freshness_budgets(_blobs(records))
     published = {m.operation_id: d[0] for m in _applies(records) if m.target == "corpus" for d in _accepted(m)}
-    reads = defaultdict(list)
+    reads: defaultdict[str, list[float]] = defaultdict(list)
     for message in records.network.messages:
         if message.target == "corpus" and message.method == "GET" and message.path.startswith("/documents/"):
             reads[message.path.rsplit("/", 1)[-1]] += [d[0] for d in message.deliveries if d[1] == 200]

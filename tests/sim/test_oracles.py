@@ -122,7 +122,8 @@ STALE_PLAN = FaultPlan.from_json('[{"arg": "idempotency", "at": 7, "kind": "doc_
 """Seed 8, research: a cited document changes, then the worker freezes 400 s (past the 120 s budget) before publishing."""
 
 
-def _research(seed: int, plan: FaultPlan, ablate: tuple[str, ...] = (), tamper: Callable[[SimRecords], None] | None = None) -> list[str]:
+def _research(seed: int, plan: FaultPlan, ablate: tuple[str, ...] = (),
+              tamper: Callable[[SimRecords], None] | None = None) -> list[str]:
     from baton.models import RunKind
 
     config = config_for(seed, 0, plan=plan, kinds=(RunKind.RESEARCH,), ablate=ablate)

@@ -38,11 +38,13 @@ from baton.handoff.selection import rank_targets
 from baton.history import Recorder
 from baton import fault_points
 from baton.fault_points import KillPoint
+from baton.lifecycle import TERMINAL
 from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement
 from baton.ownership import Coordinator
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.handoff_sql import HandoffCommit, HandoffRefusal
+from baton.store.records import Lease
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +186,9 @@ class HandoffCoordinator:
         except BatonError as exc:
             return self._abort(request, request_seq, source_name, f"checkpoint does not verify: {exc}", lease.epoch,
                                checkpoint=checkpoint)
+        if checkpoint.boundary in TERMINAL and not lease.held_at(self.store.db_now()):
+            placement = self.placements.get(source_name or "") or restored.parts.placement
+            return self._reserve_to_record_end(request, request_seq, source_name, lease, checkpoint, placement)
         pending = outstanding_operations(self.store, request.run_id)
 
         # Only where the run is now is excluded: the checkpoint may still name an earlier
@@ -396,6 +401,23 @@ class HandoffCoordinator:
             source_epoch=prepared.source_epoch, source=prepared.source, target=prepared.target, decision=decision,
             pending_operations=pending, source_quiesced=prepared.source_quiesced,
         )
+
+    def _reserve_to_record_end(
+        self, request: HandoffRequest, request_seq: int, source: str | None, lease: Lease,
+        checkpoint: ExecutionCheckpoint, placement: Placement,
+    ) -> HandoffOutcome:
+        """The run ended (a terminal checkpoint) but its owner lapsed before recording that: nothing resumes, so
+        the gate has nothing to judge. Reserve it again for its placement at a new epoch (targets fenced) so a
+        worker there adopts it and records the end, and answer the request with an abort."""
+        granted = self.ownership.grant(
+            request.run_id, self.owner_for(placement), ttl_s=self.lease_ttl_s, observed_epoch=lease.epoch,
+            fence_targets=self.fence_targets,
+            reason=f"ended at {checkpoint.boundary.value} but not recorded: reserved for {placement.name}",
+        )
+        why = (f"the run already ended at {checkpoint.boundary.value}: reserved again for {placement.name} "
+               f"at epoch {granted.epoch} to record its end" if granted is not None
+               else "the run already ended; the lease moved meanwhile")
+        return self._abort(request, request_seq, source, why, lease.epoch, checkpoint=checkpoint)
 
     def _abort(
         self, request: HandoffRequest, request_seq: int, source: str | None, why: str, epoch: int,

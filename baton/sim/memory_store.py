@@ -119,6 +119,10 @@ class MemoryStore(SqliteStore):
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[Tx]:
+        if getattr(self._local, "atomic", None) is not None:  # joins this thread's open `atomic()` block:
+            with super()._tx(write) as tx:  # one durable step, already counted and interleaved when it began
+                yield tx
+            return
         hooks = self.hooks
         caller = ""
         if hooks is not None:

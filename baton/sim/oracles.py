@@ -316,6 +316,72 @@ def _find_key(doc: Any, key: str) -> Any:
     return None
 
 
+# 9 ------------------------------------------------------------------------------------------------------------
+
+
+def no_stale_observation_used(records: SimRecords) -> list[str]:
+    """A publication quotes no document version that was superseded when it was published, unless the corpus
+    served that very version to someone within the document's freshness budget before the publication.
+
+    Read from outside: the corpus's own version history (`documents.json`), its publications, the network's
+    log of document reads and publications, and the budgets recorded in the stored observations.
+    """
+    history = _document_history(records.root / "corpus" / "documents.json")
+    if not history:
+        return []
+    budgets = _freshness_budgets(_blobs(records))
+    published = {m.operation_id: d[0] for m in _applies(records) if m.target == "corpus" for d in _accepted(m)}
+    reads: defaultdict[str, list[float]] = defaultdict(list)
+    for message in records.network.messages:
+        if message.target == "corpus" and message.method == "GET" and message.path.startswith("/documents/"):
+            reads[message.path.rsplit("/", 1)[-1]] += [d[0] for d in message.deliveries if d[1] == 200]
+    found = []
+    for effect in _effects(records)["corpus"]:
+        at = published.get(str(effect.get("operation_id")))
+        report = str(effect.get("report", "")).lower()
+        if at is None:
+            continue
+        for doc_id, versions in history.items():
+            quoted = {v for v, _since, text in versions if _claim(text) in report}
+            if not quoted or _version_at(versions, at) in quoted:
+                continue
+            budget = budgets.get(doc_id, 0.0)
+            confirmed = [r for r in reads.get(doc_id, []) if at - budget <= r <= at and _version_at(versions, r) in quoted]
+            if not confirmed:
+                found.append(f"I9: {effect.get('run_id')} published v{sorted(quoted)} of {doc_id} at t={at:.3f}, "
+                             f"v{_version_at(versions, at)} current, no read of it within its {budget:g}s budget")
+    return found
+
+
+def _document_history(path: Path) -> dict[str, list[tuple[int, float, str]]]:
+    """doc id -> [(version, virtual time it became current, text)]; the initial version is current from the start."""
+    if not path.exists():
+        return {}
+    documents = json.loads(path.read_text()).get("documents", {})
+    return {doc_id: [(int(v["version"]), -1e9 if int(v["version"]) == 1 else _elapsed(v["changed_at"]), str(v["text"]))
+                     for v in sorted(versions, key=lambda v: int(v["version"]))]
+            for doc_id, versions in documents.items()}
+
+
+def _version_at(versions: list[tuple[int, float, str]], at: float) -> int:
+    return max((v for v, since, _text in versions if since <= at), default=1)
+
+
+def _claim(text: str) -> str:
+    """A document's first sentence as a report quotes it (lower case, no final stop)."""
+    return text.split(". ", 1)[0].rstrip(".").lower()
+
+
+def _freshness_budgets(blobs: dict[str, Any]) -> dict[str, float]:
+    """doc id -> the largest freshness budget any stored observation of it carried (the oracle's lenient bound)."""
+    budgets: dict[str, float] = {}
+    for doc in blobs.values():
+        if isinstance(doc, dict) and str(doc.get("source", "")).startswith("corpus://") and "freshness_budget_s" in doc:
+            doc_id = str(doc["source"]).removeprefix("corpus://")
+            budgets[doc_id] = max(budgets.get(doc_id, 0.0), float(doc["freshness_budget_s"]))
+    return budgets
+
+
 # 10 -----------------------------------------------------------------------------------------------------------
 
 
@@ -337,6 +403,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("6 evidence bound to the artifact", evidence_bound_to_artifact),
     ("7 authority within bounds", authority_within_bounds),
     ("8 budget never decreases", budget_never_decreases),
+    ("9 no stale observation used", no_stale_observation_used),
     ("10 every run ends", every_run_ends),
 )
 

@@ -115,3 +115,37 @@ def test_i10_a_run_that_never_ends() -> None:
         records.settled = False
 
     assert any(v.startswith("I10:") for v in _violations(tamper))
+
+
+STALE_PLAN = FaultPlan.from_json('[{"arg": "idempotency", "at": 7, "kind": "doc_change"}, '
+                                 '{"arg": "400.0", "at": 11, "kind": "stall"}]')
+"""Seed 8, research: a cited document changes, then the worker freezes 400 s (past the 120 s budget) before publishing."""
+
+
+def _research(seed: int, plan: FaultPlan, ablate: tuple[str, ...] = (),
+              tamper: Callable[[SimRecords], None] | None = None) -> list[str]:
+    from baton.models import RunKind
+
+    config = config_for(seed, 0, plan=plan, kinds=(RunKind.RESEARCH,), ablate=ablate)
+    return run_world(config, before_check=tamper).violations
+
+
+def test_i9_the_protected_run_revalidates_and_publishes_the_current_version() -> None:
+    assert _research(8, STALE_PLAN) == []
+
+
+def test_i9_with_freshness_ablated_the_stale_version_is_published_and_caught() -> None:
+    violations = _research(8, STALE_PLAN, ("freshness",))
+    assert any(v.startswith("I9:") and "idempotency" in v for v in violations), violations
+
+
+def test_i9_a_change_after_the_publication_is_no_violation() -> None:
+    """Tampering the corpus's history only: dated after the publication, the quoted version was current then."""
+    def later(records: SimRecords) -> None:
+        path = records.root / "corpus" / "documents.json"
+        doc = json.loads(path.read_text())
+        for version in doc["documents"]["idempotency"][1:]:
+            version["changed_at"] = "2027-01-01T00:00:00Z"
+        path.write_text(json.dumps(doc))
+
+    assert not [v for v in _research(8, STALE_PLAN, ("freshness",), later) if v.startswith("I9:")]

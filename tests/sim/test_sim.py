@@ -11,7 +11,8 @@ from baton.sim.faults import Fault, FaultPlan, generate
 from baton.sim.runner import invariants_of, run_many, run_seed, shrink
 
 CI_SEEDS = int(os.environ.get("BATON_SIM_CI_SEEDS", "60"))
-KNOWN_GAP = FaultPlan((Fault("drop_response", 3), Fault("crash", 21, "after")))  # write 21: right after the terminal seal
+TERMINAL_SEAL_CRASH = FaultPlan((Fault("drop_response", 3), Fault("crash", 20, "after")))
+"""Write 20 of seed 79: the worker dies right after sealing the terminal checkpoint, before recording the status."""
 
 
 def test_a_fault_free_world_verifies_its_run() -> None:
@@ -54,41 +55,33 @@ def test_a_stall_longer_than_the_lease_is_fenced() -> None:
     assert outcome.fired and outcome.fired[0].kind == "stall"
 
 
-TERMINAL_BOUNDARIES = {"POSTCONDITION_VERIFIED", "FAILED", "ESCALATED"}
-
-
-def _unexplained(outcome) -> list[str]:  # noqa: ANN001
-    """Violations other than the known liveness gap (a terminal checkpoint whose run was never marked ended)."""
-    known = [run for run, boundary in outcome.last_boundaries.items() if boundary in TERMINAL_BOUNDARIES
-             and outcome.statuses.get(run) == "active"]
-    return [v for v in outcome.violations
-            if not (v.startswith("I10:") and any(run in v for run in known))
-            and not (v.startswith("I10: the world did not settle") and known)]
-
-
 def test_ci_batch_of_seeds_has_no_violation() -> None:
     summary = run_many(range(CI_SEEDS), 5)
-    bad = {o.seed: _unexplained(o)[:2] for o in summary.failing if _unexplained(o)}
+    bad = {o.seed: o.violations[:2] for o in summary.failing}
     assert not bad, bad
     assert summary.seeds == CI_SEEDS
     assert sum(summary.fault_counts.values()) > CI_SEEDS  # faults really fired, not just scheduled
     assert summary.statuses.get("verified", 0) > 0
 
 
-def test_the_known_gap_schedule_really_crashes_after_the_terminal_seal() -> None:
-    """Guards the xfail below: the crash must fire, or the xfail would pass for the wrong reason."""
-    outcome = run_seed(79, 0, plan=KNOWN_GAP)
+def test_the_terminal_seal_crash_really_fires_after_the_terminal_seal() -> None:
+    """Guards the regression test below: the crash must land between the terminal seal and the status."""
+    outcome = run_seed(79, 0, plan=TERMINAL_SEAL_CRASH, keep_trail=True)
     assert [f.kind for f in outcome.fired] == ["crash", "drop_response"]
     assert outcome.last_boundaries == {"sim79-deploy-0": "POSTCONDITION_VERIFIED"}
+    assert outcome.trail is not None
+    assert any("kill w:" in line and "crash after append_checkpoint" in line for line in outcome.trail)
 
 
-@pytest.mark.xfail(strict=True, reason="known liveness gap: a worker that dies after sealing the terminal "
-                   "checkpoint but before recording the run's status leaves the run active; the expiry "
-                   "handoff refuses to move a terminal run ('no compatible target') and nobody finishes it")
 def test_a_crash_after_the_terminal_checkpoint_still_ends_the_run() -> None:
-    outcome = run_seed(79, 0, plan=KNOWN_GAP)
-    assert outcome.last_boundaries == {"sim79-deploy-0": "POSTCONDITION_VERIFIED"}
+    """Was a liveness gap: the expiry handoff refused the terminal (R0) checkpoint and nobody recorded the end.
+    Now the coordinator reserves the ended run again for its placement, and a worker there records its end."""
+    outcome = run_seed(79, 0, plan=TERMINAL_SEAL_CRASH, keep_trail=True)
     assert outcome.ok, outcome.violations
+    assert outcome.statuses == {"sim79-deploy-0": "verified"}
+    assert outcome.trail is not None
+    assert any("lease_expired: aborted" in line and "already ended at POSTCONDITION_VERIFIED" in line
+               for line in outcome.trail)
 
 
 def test_shrinking_keeps_only_the_faults_that_matter() -> None:
@@ -133,6 +126,6 @@ def test_research_and_deploy_runs_share_one_world_under_faults() -> None:
     clean = run_seed(1, 0, kinds=(RunKind.RESEARCH,))
     assert clean.ok and clean.statuses == {"sim1-research-0": "verified"}, (clean.statuses, clean.violations)
     summary = run_many(range(8), 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH))
-    bad = {o.seed: _unexplained(o)[:2] for o in summary.failing if _unexplained(o)}
+    bad = {o.seed: o.violations[:2] for o in summary.failing}
     assert not bad, bad
     assert sum(summary.statuses.values()) == 16

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from typing import Any, NamedTuple
 
@@ -38,6 +37,7 @@ import jwt
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from baton import clock
 from baton.authority_keys import ALGORITHM, b64url, raw_public, unb64url
 from baton.errors import CapabilityError
 
@@ -92,7 +92,7 @@ class Delegate:
             raise ValueError("a delegated token is bound to one idempotency key; none was given")
         if use < 0:
             raise ValueError(f"a use index is never negative, not {use}")
-        issued_at, jti = time.time() if now is None else now, uuid.uuid4().hex
+        issued_at, jti = clock.now().timestamp() if now is None else now, uuid.uuid4().hex
         payload: dict[str, Any] = {
             "aud": DELEGATE_AUDIENCE, "iat": issued_at, "exp": expires_at,
             "jti": jti, "grant": grant, "key": idempotency_key, "use": use,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import subprocess
 import time
@@ -11,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton import clock
 from baton.experiment.calibration import Calibration, load_calibration
 from baton.experiment.engine import StrategyRuns, run_strategy
 from baton.experiment.results import ExperimentResult
@@ -50,7 +50,7 @@ def run_experiment(runs: int, seed: int, *, sweep: bool = False, params: Paramet
         raise ValueError(f"--runs must be at least 1, got {runs}")
     params = params or Parameters()
     cal = calibration or load_calibration()
-    started, clock = dt.datetime.now(dt.UTC), time.perf_counter()
+    started, timer = clock.now(), time.perf_counter()
     experiment_id = f"exp-{seed}-{runs}-{uuid.uuid4().hex[:8]}"
     w = generate(seed, runs, params)
     results = [run_strategy(s, w, params, cal, seed=seed, tick=tick) for s in STRATEGIES]
@@ -64,7 +64,7 @@ def run_experiment(runs: int, seed: int, *, sweep: bool = False, params: Paramet
                                       "and 0 stale evidence accepted"}}
     meta = {"experiment_id": experiment_id, "command": command, "seed": seed, "runs": runs, "sweep": sweep,
             "git_commit": _git_commit(), "started_at": started.isoformat(),
-            "seconds": time.perf_counter() - clock, "parameters_json": json.dumps(parameters, default=list)}
+            "seconds": time.perf_counter() - timer, "parameters_json": json.dumps(parameters, default=list)}
     result = ExperimentResult(meta=meta, summary=[summary_row(experiment_id, r) for r in results],
                               outcomes=outcome_columns(experiment_id, w, results), sweep=cells,
                               metrics=[row for r in results for row in metric_rows(experiment_id, r)])

@@ -19,13 +19,12 @@ never from what the worker says about itself.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from baton import fault_points
+from baton import clock, fault_points
 from baton.chaos import has_gpu
 from baton.models import AuthorityLevel, Placement, RunKind
 from baton.placements import hosts_kind
@@ -99,14 +98,14 @@ class WorkerPause:
         """Advance the pause by what the store says now; call once per fleet loop pass."""
         if self.phase is PausePhase.ARMED and self._reached_by_our_process():
             if supervisor.pause(self.slot):
-                self.frozen_at = time.monotonic()
+                self.frozen_at = clock.monotonic()
                 self.held = {run_id: lease.epoch for run_id in sorted(active)
                              if (lease := store.get_lease(run_id)).owner == self.owner}
                 self.phase = PausePhase.FROZEN
             return
         if self.phase is not PausePhase.FROZEN or self.frozen_at is None:
             return
-        frozen_for = time.monotonic() - self.frozen_at
+        frozen_for = clock.monotonic() - self.frozen_at
         moved_on = all(run_id not in active or store.get_lease(run_id).epoch > epoch
                        for run_id, epoch in self.held.items())
         if (moved_on and frozen_for > self.lease_ttl_s) or frozen_for > self.give_up_after_s:

@@ -13,12 +13,15 @@ from baton.fleet import FleetConfig, run_fleet
 from baton.runtime.worker import connect_targets
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
+from baton.targets.mutation_log import FENCE_ADVANCED
+
 pytestmark = pytest.mark.integration
 
 
 def _results(service: str, home: Path) -> list[str]:
     path = target_data_dir(service, home) / "requests.jsonl"
-    return [json.loads(line)["result"] for line in path.read_text().splitlines() if line.strip()]
+    results = [json.loads(line)["result"] for line in path.read_text().splitlines() if line.strip()]
+    return [result for result in results if result != FENCE_ADVANCED]  # the fence's own marks, not requests
 
 
 def test_fleet_targets_admit_only_capabilities_from_the_authority(tmp_path: Path) -> None:

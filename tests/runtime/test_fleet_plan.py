@@ -107,4 +107,6 @@ def test_a_drained_browser_pool_moves_its_adopted_browser_runs_elsewhere_with_a_
     assert set(moves) == {"b1"}  # only the pool's runs move
     request = moves["b1"].request
     assert request is not None and request.reason == "browser_pool_drained" and request.source_alive
-    assert request.excluded_placements == ("browser-pool-eu",) and "browser-pool-eu" not in request.preferred_targets
+    # The pool is refilled at once: a run only a browser pool can host may go back to it, after the preferred ones.
+    assert request.excluded_placements == () and request.allow_same_placement
+    assert "browser-pool-eu" not in request.preferred_targets

@@ -30,7 +30,7 @@ from baton.runtime.worker import connect_git_remote, connect_targets
 from baton.store.factory import open_blobs, open_store
 from baton.targets.git_remote_repo import SEED_PROJECT
 from baton.targets.git_remote_service import PUSHES_FILE, repository_path
-from baton.targets.mutation_log import REQUESTS_FILE
+from baton.targets.mutation_log import FENCE_ADVANCED, REQUESTS_FILE
 from baton.targets.service_process import target_data_dir
 
 from builders.live import ended_run, wait_for
@@ -126,7 +126,7 @@ def test_a_remote_moved_during_the_handoff_rebases_reverifies_and_reapproves_and
         # The remote's own records and plain git: exactly the rebased patch landed, on the upstream commit.
         (push,) = jsonl(remote_dir / PUSHES_FILE)
         assert (push["run_id"], push["patch_hash"], push["base_commit"]) == (RUN, new_hash, upstream)
-        assert [r["result"] for r in jsonl(remote_dir / REQUESTS_FILE) if r["run_id"] == RUN] == ["applied"]
+        assert [r["result"] for r in jsonl(remote_dir / REQUESTS_FILE) if r["run_id"] == RUN and r["result"] != FENCE_ADVANCED] == ["applied"]
         head = git("rev-parse", "main").strip()
         assert head == push["outcome"]["commit"] and git("rev-parse", "main^").strip() == upstream
         landed = subprocess.run(["git", f"--git-dir={bare}", "diff", "--binary", upstream, head], capture_output=True,
@@ -170,7 +170,7 @@ def test_a_remote_moved_during_the_handoff_rebases_reverifies_and_reapproves_and
         with pytest.raises(TargetRejectedError) as refused:  # and it is no capability for the new bytes
             push_patch(new_patch, old_capability, "stale:old", "op-stale-new")
         assert refused.value.reason == "capability:wrong_artifact"
-        results = [r["result"] for r in jsonl(remote_dir / REQUESTS_FILE) if r["run_id"] == RUN]
+        results = [r["result"] for r in jsonl(remote_dir / REQUESTS_FILE) if r["run_id"] == RUN and r["result"] != FENCE_ADVANCED]
         assert results == ["applied", "stale_base", "capability:wrong_artifact"]
         assert git("rev-parse", "main").strip() == head and len(jsonl(remote_dir / PUSHES_FILE)) == 1
         authority.close(), deploy.close(), corpus.close(), remote.close()

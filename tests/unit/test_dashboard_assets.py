@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dagster import materialize
+from dagster import instance_for_test, materialize
 
 from assets.experiment_assets import experiment_comparison
 from assets.metrics_assets import handoff_metrics
@@ -21,11 +21,14 @@ def test_materializing_both_rollups_writes_the_dashboards_files(baton_home: Path
     monkeypatch.setenv("BATON_DASHBOARD_URL", "http://dash.example:8600")
     seed_store(baton_home, exports=0)
     config = {"ops": {"experiment_comparison": {"config": {"runs": 30, "seed": 3, "sweep": False}}}}
-    first = materialize([handoff_metrics, experiment_comparison], resources={"baton": BatonResource()},
-                        run_config=config)
-    assert first.success
-    second = materialize([handoff_metrics], resources={"baton": BatonResource()})
-    assert second.success
+    # An explicit instance: without one, Dagster may reach for the state storage of an instance an
+    # earlier test in this process already closed ("undefined DagsterInstance weakref").
+    with instance_for_test() as instance:
+        first = materialize([handoff_metrics, experiment_comparison], resources={"baton": BatonResource()},
+                            run_config=config, instance=instance)
+        assert first.success
+        second = materialize([handoff_metrics], resources={"baton": BatonResource()}, instance=instance)
+        assert second.success
 
     history = read_history(analytics_path(baton_home))
     assert len({row["measured_at"] for row in history}) == 2  # the second export carried the first forward

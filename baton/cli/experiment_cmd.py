@@ -90,18 +90,19 @@ def register(app: typer.Typer) -> None:
         counts = write_experiment(done.result, path)
         summary = [dict(row) for row in done.result.summary]
         cells = [dict(row) for row in done.result.sweep]
+        restart_cells = restart_versus_baton(cells)
         if as_json:
             typer.echo(json.dumps({"experiment_id": done.result.meta["experiment_id"], "path": str(path),
                                    "seconds": done.result.meta["seconds"], "summary": summary, "sweep": cells,
-                                   "restart_vs_baton": restart_versus_baton(cells), "rows": counts,
-                                   "headline": headline(summary, restart_versus_baton(cells))},
+                                   "restart_vs_baton": restart_cells, "rows": counts,
+                                   "headline": headline(summary, restart_cells)},
                                   default=float, indent=1))
             return
         console.print(comparison_table(summary))
         if sweep:
             console.print(sweep_table(cells))
             console.print(f"sweep: {sweep_runs_per_cell(runs)} runs per cell")
-            for row in restart_versus_baton(cells):
+            for row in restart_cells:
                 console.print(verdict_line(row))
         console.print(f"wrote {path} in {done.result.meta['seconds']:.1f} s ({counts['run_outcomes']} run outcomes)")
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from baton.catalog.releases import RELEASES
 from baton.faults import cases_epochs, cases_gates
 from baton.faults.cases_agents import agent_cases
+from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
 from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
@@ -77,17 +78,11 @@ class FaultCase:
     case with only its companions off to see it clean)."""
 
 
-def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
-    pid = rig.wait_reached(point)
-    sigkill(pid)
-    notes.append(f"{run.strategy}: worker {pid} SIGKILLed at {point}")
-
-
 def killed_after_seal(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """Verified and checkpointed, then the worker dies holding its lease; the run moves."""
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     run.wait_lease_lapsed()
     notes.append(run.hand_off(SAME_RELEASE))
     notes.append(f"ended {run.wait_end()}")
@@ -141,7 +136,7 @@ def manifest_corrupted(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     restores, one byte of that checkpoint's candidate manifest flips on disk."""
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     run.wait_lease_lapsed()
     notes.append(run.hand_off(SAME_RELEASE, start_worker=False))
     notes.append(run.tamper_manifest())
@@ -158,7 +153,7 @@ def corpus_changed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """The report is verified; the worker dies; a cited document is rewritten; the run moves."""
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     assert rig.corpus_service is not None
     with CorpusClient(rig.corpus_service.url) as corpus:
         changed = corpus.change_document(CHANGED_DOC, CHANGED_TEXT)
@@ -214,15 +209,10 @@ def release_withdrawn(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     its alias to a new release on the target; the run is moved there."""
     run.worker(SOURCE, point="sealed:CANDIDATE_READY")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:CANDIDATE_READY")
+    kill_at(run, rig, notes, "sealed:CANDIDATE_READY")
     notes.append(run.change_releases(["model-v7", "model-v8"], {ALIAS_NAME: (ALIAS, [SAME_RELEASE])}))
     run.wait_lease_lapsed()
-    moved = run.hand_off(SAME_RELEASE)
-    notes.append(moved)
-    if moved.endswith("aborted"):
-        notes.append("the run stays unmoved: no placement offers its release any more")
-        return
-    notes.append(f"ended {run.wait_end()}")
+    move_or_stay(run, notes, SAME_RELEASE, "no placement offers its release any more")
 
 
 RESIDENCY = ["eu-central", "eu-west"]
@@ -234,15 +224,10 @@ def placement_left_region(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     rig.record_residency(RESIDENCY)
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     notes.append(run.change_placement(SAME_RELEASE, region="us-east"))
     run.wait_lease_lapsed()
-    moved = run.hand_off(SAME_RELEASE)
-    notes.append(moved)
-    if moved.endswith("aborted"):
-        notes.append("the run stays unmoved: the target placement is outside its allowed regions")
-        return
-    notes.append(f"ended {run.wait_end()}")
+    move_or_stay(run, notes, SAME_RELEASE, "the target placement is outside its allowed regions")
 
 
 PROVIDERS = ["cloudco", "local"]
@@ -254,15 +239,10 @@ def placement_changed_provider(run: CaseRun, rig: Rig, notes: list[str]) -> None
     rig.record_residency(providers=PROVIDERS)
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     notes.append(run.change_placement(SAME_RELEASE, provider="othercloud"))
     run.wait_lease_lapsed()
-    moved = run.hand_off(SAME_RELEASE)
-    notes.append(moved)
-    if moved.endswith("aborted"):
-        notes.append("the run stays unmoved: the target placement is on a provider it may not use")
-        return
-    notes.append(f"ended {run.wait_end()}")
+    move_or_stay(run, notes, SAME_RELEASE, "the target placement is on a provider it may not use")
 
 
 _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)

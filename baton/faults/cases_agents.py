@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baton.faults.rig import Rig, TargetOptions, sigkill
+from baton.faults.case_steps import kill_at
+from baton.faults.rig import Rig, TargetOptions
 from baton.faults.rig_agents import BROWSER_SOURCE, REPOSITORY, commit_upstream, person_edits_draft
 
 if TYPE_CHECKING:
@@ -32,17 +33,11 @@ count) raises on it; the buggy code it replaces (divide by count - 1) happens to
 PERSON_SEATS = "99"
 
 
-def _kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> None:
-    pid = rig.wait_reached(point)
-    sigkill(pid)
-    notes.append(f"{run.strategy}: worker {pid} SIGKILLed at {point}")
-
-
 def coding_killed_after_push(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """The git remote applied the push and answered; the worker dies before recording it; the run moves."""
     run.worker(SOURCE, point="after_reply")
     run.launch()
-    _kill_at(run, rig, notes, "after_reply")
+    kill_at(run, rig, notes, "after_reply")
     run.wait_lease_lapsed()
     notes.append(run.hand_off(SAME_RELEASE))
     notes.append(f"ended {run.wait_end()}")
@@ -65,7 +60,7 @@ def browser_killed_awaiting_reply(run: CaseRun, rig: Rig, notes: list[str]) -> N
     the run moves to a new worker of the browser pool."""
     run.worker(BROWSER_SOURCE, point="after_reply")
     run.launch()
-    _kill_at(run, rig, notes, "after_reply")
+    kill_at(run, rig, notes, "after_reply")
     run.wait_lease_lapsed()
     notes.append(run.hand_off(BROWSER_SOURCE, start_worker=False))
     run.worker(BROWSER_SOURCE)
@@ -77,7 +72,7 @@ def browser_draft_changed_during_move(run: CaseRun, rig: Rig, notes: list[str]) 
     server-side draft; the run moves to a new worker of the browser pool."""
     run.worker(BROWSER_SOURCE, point="sealed:VERIFIED")
     run.launch()
-    _kill_at(run, rig, notes, "sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     notes.append(person_edits_draft(rig.home, run.run_id, {"seats": PERSON_SEATS}))
     run.wait_lease_lapsed()
     notes.append(run.hand_off(BROWSER_SOURCE, start_worker=False))

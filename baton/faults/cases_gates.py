@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from baton.catalog.releases import RELEASES
 from baton.faults.oracles import RUN_NEEDS_FILE
-from baton.faults.rig import Rig, sigkill
+from baton.faults.case_steps import kill_at, move_or_stay
+from baton.faults.rig import Rig
 from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION
 from baton.placements import DEFAULT_PLACEMENTS
 
@@ -52,17 +53,10 @@ def _target_loses(why: str, **facts: Any) -> Callable[[CaseRun, Rig, list[str]],
         write_needs(rig)
         run.worker(SOURCE, point="sealed:VERIFIED")
         run.launch()
-        pid = rig.wait_reached("sealed:VERIFIED")
-        sigkill(pid)
-        notes.append(f"{run.strategy}: worker {pid} SIGKILLed at sealed:VERIFIED")
+        kill_at(run, rig, notes, "sealed:VERIFIED")
         notes.append(run.change_placement(TARGET, **facts))
         run.wait_lease_lapsed()
-        moved = run.hand_off(TARGET)
-        notes.append(moved)
-        if moved.endswith("aborted"):
-            notes.append(f"the run stays unmoved: {why}")
-            return
-        notes.append(f"ended {run.wait_end()}")
+        move_or_stay(run, notes, TARGET, why)
 
     script.__doc__ = f"After VERIFIED the worker dies; {why}; the run is moved there."
     return script
@@ -86,14 +80,7 @@ def placement_ceiling_lowered(run: CaseRun, rig: Rig, notes: list[str]) -> None:
         run.worker(TARGET)  # standing, idle: nothing is reserved for it yet
     run.worker(SOURCE, point="sealed:VERIFIED")
     run.launch()
-    pid = rig.wait_reached("sealed:VERIFIED")
-    sigkill(pid)
-    notes.append(f"{run.strategy}: worker {pid} SIGKILLed at sealed:VERIFIED")
+    kill_at(run, rig, notes, "sealed:VERIFIED")
     notes.append(run.change_placement(TARGET, authority_ceiling=LOWERED_CEILING))
     run.wait_lease_lapsed()
-    moved = run.hand_off(TARGET)
-    notes.append(moved)
-    if moved.endswith("aborted"):
-        notes.append("the run stays unmoved")
-        return
-    notes.append(f"ended {run.wait_end()}")
+    move_or_stay(run, notes, TARGET)

@@ -281,15 +281,21 @@ LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTAT
 """Authority levels, least to most consequential (the oracle's own copy of the order)."""
 
 
+def _placement_facts(files: CaseFiles, line: dict[str, Any]) -> dict[str, Any]:
+    """What the operator's record says of the presenting placement when the target admitted `line`."""
+    at = _when(line["at"])
+    facts: dict[str, Any] = {}
+    for change in files.placement_changes:
+        if change.get("placement") == line.get("placement") and _when(change["at"]) <= at:
+            facts.update(change)
+    return facts
+
+
 def wrong_placement(files: CaseFiles) -> list[str]:
     evidence = []
     for target, presented in files.presented.items():
         for line in presented:
-            at = _when(line["at"])
-            facts: dict[str, Any] = {}
-            for change in files.placement_changes:
-                if change.get("placement") == line.get("placement") and _when(change["at"]) <= at:
-                    facts.update(change)
+            facts = _placement_facts(files, line)
             region, ceiling = facts.get("region"), facts.get("authority_ceiling")
             if region is not None and files.residency and region not in files.residency:
                 evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, "
@@ -315,11 +321,7 @@ def unfit_placement(files: CaseFiles) -> list[str]:
     evidence = []
     for target, presented in files.presented.items():
         for line in presented:
-            at = _when(line["at"])
-            facts: dict[str, Any] = {}
-            for change in files.placement_changes:
-                if change.get("placement") == line.get("placement") and _when(change["at"]) <= at:
-                    facts.update(change)
+            facts = _placement_facts(files, line)
             for need, fact, missing in _HOSTING:
                 wanted, hosted = files.needs.get(need), facts.get(fact)
                 if wanted is not None and isinstance(hosted, list) and wanted not in hosted:

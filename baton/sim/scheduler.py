@@ -54,11 +54,18 @@ class Actor:
     name: str
     process: Process
     target: Callable[[], object]
-    turn: threading.Event = field(default_factory=threading.Event)
+    turn: threading.Lock = field(default_factory=lambda: _held_lock())
+    """Held while the actor may not run; the scheduler releases it to resume the actor (a binary semaphore)."""
     wake_at: float = 0.0
     done: bool = False
     thread: threading.Thread | None = None
     error: BaseException | None = None
+
+
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
 
 
 class Scheduler(VirtualClock):
@@ -73,7 +80,7 @@ class Scheduler(VirtualClock):
         self.actors: list[Actor] = []
         self.processes: dict[str, Process] = {}
         self._by_thread: dict[int, Actor] = {}
-        self._control = threading.Event()
+        self._control = _held_lock()  # released by the running actor when it hands control back
         self._current: Actor | None = None
         self._trail = hashlib.sha256()
         self.trail_lines: list[str] | None = None
@@ -98,7 +105,7 @@ class Scheduler(VirtualClock):
         return actor
 
     def _body(self, actor: Actor) -> None:
-        actor.turn.wait()
+        actor.turn.acquire()
         try:
             if actor.process.dead:
                 raise Crash(actor.process.name)
@@ -110,7 +117,7 @@ class Scheduler(VirtualClock):
             self.errors.append((actor.name, exc))
         finally:
             actor.done = True
-            self._control.set()
+            self._control.release()
 
     def kill(self, process: Process, why: str) -> None:
         """The process dies: every actor of it raises Crash at its next yield point."""
@@ -135,9 +142,8 @@ class Scheduler(VirtualClock):
         if actor.process.dead:
             raise Crash(actor.process.name)
         self.record(f"{actor.name} {label}")
-        actor.turn.clear()
-        self._control.set()
-        actor.turn.wait()
+        self._control.release()  # exactly one hand-back per resume: here, or at the end of `_body`
+        actor.turn.acquire()
         if actor.process.dead:
             raise Crash(actor.process.name)
 
@@ -199,9 +205,8 @@ class Scheduler(VirtualClock):
 
     def _resume(self, actor: Actor) -> None:
         self._current = actor
-        self._control.clear()
-        actor.turn.set()
-        self._control.wait()
+        actor.turn.release()
+        self._control.acquire()
         self._current = None
 
     def shutdown(self) -> None:

@@ -14,11 +14,14 @@ processes (actors that crash, stall and skew), and randomness (a seeded
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
+import os
 import random
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -48,15 +51,79 @@ from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
 from baton.targets import corpus_service, deploy_service
-from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+from baton.targets.corpus_documents import INITIAL_DOCUMENTS, DocumentStore
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
+from baton.targets.http_server import Ambiguity
+from baton.targets.mutation_log import MutationLog
 
 ENDED = ("verified", "failed", "escalated")
 LEASE_EXPIRED = "lease_expired"
 PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
 _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
+
+
+TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app}
+"""The targets every world hosts: name -> the live service's `create_app(data_dir)` (its records under root/name)."""
+
+_APP_CACHE: dict[tuple[str, Path], tuple[Any, list[Any]]] = {}
+"""(target, data dir) -> the app built once in this process and its stateful parts (reset per world)."""
+_STATEFUL = (MutationLog, DocumentStore, Ambiguity)
+
+
+def _stateful_parts(app: Any) -> list[Any]:
+    """The record-keeping objects a target app's routes close over (its log, its documents, its ambiguity)."""
+    found: dict[int, Any] = {}
+    for route in getattr(app, "routes", ()):
+        for cell in getattr(getattr(route, "endpoint", None), "__closure__", None) or ():
+            with contextlib.suppress(ValueError):
+                if isinstance(cell.cell_contents, _STATEFUL):
+                    found.setdefault(id(cell.cell_contents), cell.cell_contents)
+    return list(found.values())
+
+
+def _reset(part: Any) -> None:
+    """Start a part afresh over its (emptied) directory, through its own constructor."""
+    if isinstance(part, MutationLog):
+        os.close(part._dir_lock)  # released, so the constructor can lock the directory again
+        part.__init__(part.directory, part.effects_path.name)  # type: ignore[misc]
+    elif isinstance(part, DocumentStore):
+        part.__init__(part.path.parent)  # type: ignore[misc]
+    else:
+        part.__init__(part.rate, 0, part.delay_s)  # type: ignore[misc]
+
+
+def _target_app(name: str, factory: Callable[[Path], Any], root: Path) -> Any:
+    """The target's app over root/name: built once per process and data dir, then reset for each world.
+
+    Building a FastAPI app (routes, pydantic schemas) cost about a sixth of a seed; its state is only its
+    record files and the objects reading them, so each world empties the directory and re-runs those objects'
+    constructors: the world starts from the records a freshly built app would see.
+    """
+    data_dir = root / name
+    cached = _APP_CACHE.get((name, data_dir))
+    if cached is None:
+        app = factory(data_dir)
+        parts = _stateful_parts(app)
+        if data_dir.parent == _process_root() and parts:
+            _APP_CACHE[(name, data_dir)] = (app, parts)
+        return app
+    app, parts = cached
+    for entry in data_dir.iterdir():
+        if entry.name != ".lock":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for part in parts:
+        _reset(part)
+    return app
+
+
+def _process_root() -> Path:
+    """This process's world directory (reused by every world it runs, one at a time)."""
+    return Path(_SHM if _SHM.is_dir() else tempfile.gettempdir()) / f"baton-sim-{os.getpid()}"
+
+
+_ROOT_BUSY = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -128,8 +195,8 @@ class World:
         self.store.hooks = self  # after migrating: the world watches its own transactions from here on
         self.blobs = SqlBlobStore(self.store)
         self.network = Network(self.sched, self.plan, self._lease_epoch)
-        self.network.add_target("deploy", deploy_service.create_app(root / "deploy"))
-        self.network.add_target("corpus", corpus_service.create_app(root / "corpus"))
+        for name, factory in TARGET_APPS.items():
+            self.network.add_target(name, _target_app(name, factory, root))
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
         self.writes = 0
         self.workers_started = 0
@@ -143,10 +210,14 @@ class World:
         self.run_ids: list[str] = []
         self.launch_authority: dict[str, AuthorityLevel] = {}
         self._settled = False
+        self._writes_seen = 0
+        self._settled_checked = -1
 
     # -- store hooks: interleaving, durable-step faults, the lease oracle's observations ----------------
 
     def before_tx(self, store: MemoryStore, write: bool, caller: str) -> None:
+        if write:
+            self._writes_seen += 1
         actor = self.sched.actor()
         if actor is None:
             return
@@ -158,6 +229,7 @@ class World:
 
     def after_tx(self, store: MemoryStore, write: bool, caller: str) -> None:
         if write:
+            self._writes_seen += 1
             self._observe_leases()
         actor = self.sched.actor()
         if actor is not None and self.pending_crash.get(id(actor)) is actor.process:
@@ -215,7 +287,8 @@ class World:
     # -- actors ---------------------------------------------------------------------------------------------
 
     def settled(self) -> bool:
-        if not self._settled:
+        if not self._settled and self._settled_checked != self._writes_seen:  # only a write can settle a run
+            self._settled_checked = self._writes_seen
             rows = self.store.raw("SELECT status FROM runs")
             self._settled = bool(rows) and all(row[0] in ENDED for row in rows)
         return self._settled
@@ -377,7 +450,15 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     """
     from baton.sim.oracles import check
 
-    root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
+    shared = _ROOT_BUSY.acquire(blocking=False)  # a world inside a world (never in `baton sim`) gets its own dir
+    if shared:
+        root = _process_root()
+        if not _APP_CACHE:  # this process's first world: nothing left from an earlier process of the same pid
+            shutil.rmtree(root, ignore_errors=True)
+            atexit.register(shutil.rmtree, root, True)
+        root.mkdir(parents=True, exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
         with ablated, seeded_uuid4(config.seed), _quiet():
@@ -407,7 +488,10 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
             world.store.close()
             return outcome
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if shared:
+            _ROOT_BUSY.release()
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 

@@ -70,6 +70,8 @@ class Options:
     ticks_only: bool = False
     """Pass --ticks-only to the Dagster half: no catch-up (partitions in one call), GraphQL or daemon."""
     daemon_ticks: int = 2
+    slow_queries: bool = False
+    """Pass --slow-queries to the Dagster half: also time the stale status of every partition."""
     catch_up_budget_s: float | None = None
     """Seconds of ticks the catch-up may take before the rest is fast-forwarded (None: no limit)."""
     seeded_home: Path | None = None
@@ -180,6 +182,7 @@ def _leg(runs: int, storage: str, seed_home: Path, root: Path, options: Options,
             "--active-share", str(options.active_share), "--lapsed-share", str(options.lapsed_share),
             "--daemon-ticks", str(options.daemon_ticks), "--out", str(out)]
     argv += ["--ticks-only"] if options.ticks_only else []
+    argv += ["--slow-queries"] if options.slow_queries else []
     argv += ["--catch-up-budget", str(options.catch_up_budget_s)] if options.catch_up_budget_s else []
     progress.update(task, description=f"{runs:,} runs, {storage}: Dagster")
     if storage == "postgres":
@@ -477,6 +480,7 @@ def command_line(options: Options, out: Path | None) -> str:
     if options.daemon_ticks != Options.daemon_ticks:
         text += f" --daemon-ticks {options.daemon_ticks}"
     text += " --ticks-only" if options.ticks_only else ""
+    text += " --slow-queries" if options.slow_queries else ""
     text += f" --catch-up-budget {options.catch_up_budget_s:g}" if options.catch_up_budget_s else ""
     text += f" --seeded-home {options.seeded_home}" if options.seeded_home else ""
     text += " --parallel-legs" if options.parallel_legs else ""
@@ -505,7 +509,8 @@ def _document(options: Options, out: Path | None, workdir: Path | None, results:
                     "reverify": options.reverify, "active_share": options.active_share,
                     "lapsed_share": options.lapsed_share, "seed_jobs": options.seed_jobs,
                     "seed_on_tmpfs": options.seed_on_tmpfs, "storages": list(options.storages),
-                    "ticks_only": options.ticks_only, "daemon_ticks": options.daemon_ticks},
+                    "ticks_only": options.ticks_only, "daemon_ticks": options.daemon_ticks,
+                    "slow_queries": options.slow_queries},
         "results": sorted(results, key=result_key),
     }
 

@@ -200,6 +200,7 @@ def register(app: typer.Typer) -> None:
         storage: str = typer.Option("sqlite", "--storage", help="Dagster storages, comma-separated: sqlite, postgres."),
         ticks_only: bool = typer.Option(False, "--ticks-only", help="Ticks and archiving only: no catch-up, GraphQL or daemon."),
         daemon_ticks: int = typer.Option(2, "--daemon-ticks", help="Ticks per sensor read from a real dagster-daemon (0: none)."),
+        slow_queries: bool = typer.Option(False, "--slow-queries", help="Also time the stale status of every partition (slow)."),
         catch_up_budget: float | None = typer.Option(None, "--catch-up-budget", help="Seconds the catch-up may tick; the rest is fast-forwarded."),
         seeded_home: Path | None = typer.Option(None, "--seeded-home", help="Copy this Baton home, seeded earlier by the same plan, instead of seeding."),
         parallel_legs: bool = typer.Option(False, "--parallel-legs", help="Run the storages' legs at once."),
@@ -210,7 +211,8 @@ def register(app: typer.Typer) -> None:
         try:
             options = Options(sizes=_parse_steps(runs), samples=samples, keep_finished=keep_finished,
                               storages=tuple(s.strip() for s in storage.split(",") if s.strip()),
-                              ticks_only=ticks_only, daemon_ticks=daemon_ticks, catch_up_budget_s=catch_up_budget,
+                              ticks_only=ticks_only, daemon_ticks=daemon_ticks, slow_queries=slow_queries,
+                              catch_up_budget_s=catch_up_budget,
                               seeded_home=seeded_home, parallel_legs=parallel_legs)
         except (ValueError, typer.BadParameter) as exc:
             raise typer.BadParameter(str(exc).replace("--steps", "--runs")) from exc

@@ -81,3 +81,16 @@ def test_a_seeded_home_goes_with_one_size(tmp_path: Path) -> None:
     (tmp_path / "baton.db").write_bytes(b"")
     with pytest.raises(ValueError, match="exactly one --runs size"):
         Options(sizes=(10, 20), seeded_home=tmp_path)
+
+
+@pytest.mark.integration
+def test_slow_queries_are_passed_through_and_time_every_partitions_stale_status(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    outcome = CliRunner().invoke(app, ["bench", "dagster", "--runs", "12", "--samples", "1", "--keep-finished", "2",
+                                       "--daemon-ticks", "0", "--slow-queries", "--out", str(out),
+                                       "--workdir", str(tmp_path), "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    document = json.loads((out / JSON_NAME).read_text())
+    (result,) = document["results"]
+    assert "--slow-queries" in result["command"] and document["options"]["slow_queries"] is True
+    assert "stale_status_all_partitions" in result["graphql"]

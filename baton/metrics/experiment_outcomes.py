@@ -16,7 +16,7 @@ import numpy as np
 from baton.metrics.intervals import wilson
 
 SIMULATED_CLASS = "simulated"
-"""The experiment's runs carry no migration class; the cells name their origin instead."""
+"""These cells name their origin rather than a class; each run's class is `run_outcomes.migration_class`."""
 
 
 def outcome_success(path: Path, strategy: str) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment
-from baton.metrics.experiment_outcomes import outcome_success
+from baton.metrics.experiment_outcomes import outcome_rows, outcome_success
 from baton.metrics.export import analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix
 from baton.metrics.handoffs import handoff_requests, run_timeline
@@ -91,6 +91,11 @@ def _outcomes(path: str, strategy: str, key: Stamp) -> list[dict[str, Any]]:
 
 
 @st.cache_data(show_spinner=False)
+def _run_rows(path: str, key: Stamp) -> list[dict[str, Any]]:
+    return outcome_rows(Path(path))
+
+
+@st.cache_data(show_spinner=False)
 def _fault_matrix(path: str, key: Stamp) -> dict[str, Any] | None:
     return read_fault_matrix(Path(path))
 
@@ -113,6 +118,12 @@ def experiment() -> ExperimentSnapshot | None:
 def experiment_outcomes(strategy: str) -> list[dict[str, Any]]:
     path = experiment_file()
     return _outcomes(str(path), strategy, stamp(path))
+
+
+def experiment_runs() -> list[dict[str, Any]]:
+    """Every row of the experiment's `run_outcomes` (reason and migration class "unknown" in an old file)."""
+    path = experiment_file()
+    return _run_rows(str(path), stamp(path))
 
 
 def fault_matrix() -> tuple[Path, dict[str, Any] | None]:

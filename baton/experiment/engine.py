@@ -34,6 +34,8 @@ class StrategyRuns:
     metrics: list[Metric]
     success_cells: list[tuple[str, str, str, int, int]]
     events: int
+    reasons: np.ndarray            # per run: the first fault recovered from, "none" if none struck
+    migration_classes: np.ndarray  # per run: PHYSICAL | BEHAVIORAL of the first move, "none" if it never moved
 
 
 def run_strategy(strategy: Strategy, w: Workload, params: Parameters, cal: Calibration, *, seed: int,
@@ -48,12 +50,15 @@ def run_strategy(strategy: Strategy, w: Workload, params: Parameters, cal: Calib
     stale = np.zeros(runs, dtype=np.int64)
     duplicates = np.zeros(runs, dtype=np.int64)
     statuses: list[str] = []
+    reasons = np.full(runs, "none", dtype=object)
+    classes = np.full(runs, "none", dtype=object)
     for i in range(runs):
         out = RunSimulation(strategy, w, i, params, cal, ledger, evidence, rec).run()
         cols["faults"][i], cols["cost"][i], cols["compute"][i] = out.faults, out.cost_usd, out.compute_s
         cols["completion"][i], cols["handoffs"][i], cols["help"][i] = out.completion_s, out.handoffs, out.interventions
         reported[i] = out.reported == "verified"
         statuses.append(out.reported)
+        reasons[i], classes[i] = out.reason, out.migration_class
         # The oracle: the target's own ledger and the evidence source's current version.
         duplicates[i] = ledger.duplicates(i)
         stale[i] = int(out.reported == "verified" and evidence.stale(i, out.quoted))
@@ -83,4 +88,4 @@ def run_strategy(strategy: Strategy, w: Workload, params: Parameters, cal: Calib
     verified = reported & (duplicates == 0) & (stale == 0)
     return StrategyRuns(strategy, verified, reported, duplicates, stale, cols["faults"].astype(np.int64), cost,
                         compute, completion, cols["handoffs"].astype(np.int64), cols["help"].astype(np.int64),
-                        metrics, cells, events)
+                        metrics, cells, events, reasons, classes)

@@ -66,6 +66,8 @@ class Outcome:
     handoffs: int = 0
     interventions: int = 0
     quoted: int | None = None    # evidence version the final candidate quotes
+    reason: str = "none"          # the first fault the run recovered from (FAULT_KINDS), "none" if none struck
+    migration_class: str = "none"  # PHYSICAL | BEHAVIORAL: the class of the run's first move, "none" if it never moved
 
 
 class RunSimulation:
@@ -154,8 +156,10 @@ class RunSimulation:
             self._spend(1)  # the step in progress is paid for and lost
             executed_since = 0
             self.out.faults += 1
-            ended = self._recover(k, strike, kind if (at_effect or kind not in EFFECT_FAULTS) else CRASH,
-                                  at_effect)
+            struck = kind if (at_effect or kind not in EFFECT_FAULTS) else CRASH
+            if self.out.faults == 1:
+                self.out.reason = FAULT_KINDS[struck]
+            ended = self._recover(k, strike, struck, at_effect)
             if ended is not None:
                 return self._finish(ended)
             k += 1
@@ -263,6 +267,9 @@ class RunSimulation:
     def _handoff(self, k: int, kind: int) -> None:
         w, i, s = self.w, self.i, self.s
         self.out.handoffs += 1
+        migration = BEHAVIORAL if kind == PLACEMENT_LOST and s.placement == "any" else PHYSICAL
+        if self.out.handoffs == 1:
+            self.out.migration_class = "BEHAVIORAL" if migration == BEHAVIORAL else "PHYSICAL"
         self.rec.emit(i, E.HANDOFF_REQUESTED, self.t)
         if s.protocol == "baton":
             handoff_s = float(self.cal.handoff_ms[int(w.seal_draw[i, k] * self.cal.handoff_ms.size)]) / 1000.0
@@ -272,7 +279,6 @@ class RunSimulation:
                 self.rec.emit(i, E.HANDOFF_ABORTED, self.t)
                 self._wait(float(w.any_wait_s[i, (k + 1) % MAX_FAULTS]))
                 self.rec.emit(i, E.HANDOFF_REQUESTED, self.t)
-            migration = BEHAVIORAL if kind == PLACEMENT_LOST and s.placement == "any" else PHYSICAL
             self.rec.emit(i, E.COMPATIBILITY_PASSED, self.t, migration)
             self.out.compute_s += handoff_s
             self._wait(handoff_s)

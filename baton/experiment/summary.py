@@ -70,4 +70,6 @@ def outcome_columns(experiment_id: str, w: Workload, results: list[StrategyRuns]
         "compute_s": np.concatenate([r.compute_s for r in results]),
         "completion_s": np.concatenate([r.completion_s for r in results]),
         "handoffs": np.concatenate([r.handoffs for r in results]),
+        "reason": np.concatenate([r.reasons for r in results]),
+        "migration_class": np.concatenate([r.migration_classes for r in results]),
     }

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from baton.metrics.intervals import wilson
 
 SIMULATED_CLASS = "simulated"
-"""The experiment's runs carry no migration class; the cells name their origin instead."""
+"""These cells name their origin rather than a class; each run's class is `run_outcomes.migration_class`."""
 
 
 def outcome_success(path: Path, strategy: str) -> list[dict[str, Any]]:
@@ -35,6 +36,58 @@ def outcome_success(path: Path, strategy: str) -> list[dict[str, Any]]:
                       "verified": int(verified), "finished": int(finished),
                       "rate": int(verified) / int(finished) if finished else None, "low": low, "high": high})
     return cells
+
+
+UNKNOWN = "unknown"
+"""Reason and migration class of runs in a file written before `run_outcomes` carried them."""
+
+OUTCOME_COLUMNS = ("strategy", "run_index", "agent_kind", "reason", "migration_class", "verified",
+                   "duplicate_effects", "stale_evidence_accepted", "cost_usd", "compute_s", "completion_s")
+
+
+def outcome_rows(path: Path) -> list[dict[str, Any]]:
+    """Every row of `run_outcomes` (the columns the strategy figures need); a file from before the
+    reason and migration-class columns is read with both as UNKNOWN."""
+    if not path.is_file():
+        return []
+    with duckdb.connect(str(path), read_only=True) as con:
+        present = {row[0] for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'run_outcomes'").fetchall()}
+        if not present:
+            return []
+        select = ", ".join(name if name in present else f"'{UNKNOWN}' AS {name}" for name in OUTCOME_COLUMNS)
+        cursor = con.execute(f"SELECT {select} FROM run_outcomes ORDER BY strategy, run_index")
+        return [dict(zip(OUTCOME_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-strategy rows in `strategy_summary`'s shape, recomputed over the (already filtered) run rows.
+
+    Strategy order and labels come from `summary`; a strategy none of whose runs passed has zero runs.
+    Interventions are not kept per run, so they are None here.
+    """
+    by_strategy: dict[str, list[dict[str, Any]]] = {row["strategy"]: [] for row in summary}
+    for row in rows:
+        by_strategy.setdefault(row["strategy"], []).append(row)
+    labels = {row["strategy"]: row.get("label") for row in summary}
+    out: list[dict[str, Any]] = []
+    for strategy, runs in by_strategy.items():
+        n = len(runs)
+        verified = sum(bool(r["verified"]) for r in runs)
+        low, high = wilson(verified, n) or (None, None)
+        total = float(sum(r["cost_usd"] for r in runs))
+        completion = np.asarray([r["completion_s"] for r in runs], dtype=float)
+        out.append({
+            "strategy": strategy, "label": labels.get(strategy), "runs": n, "verified": verified,
+            "success_rate": verified / n if n else None, "success_low": low, "success_high": high,
+            "duplicate_effects": int(sum(r["duplicate_effects"] for r in runs)),
+            "stale_evidence_accepted": int(sum(r["stale_evidence_accepted"] for r in runs)),
+            "total_cost_usd": total, "cost_per_verified_usd": total / verified if verified else None,
+            "mean_completion_s": float(completion.mean()) if n else None,
+            "p95_completion_s": float(np.quantile(completion, 0.95)) if n else None,
+            "compute_s": float(sum(r["compute_s"] for r in runs)), "interventions": None,
+        })
+    return out
 
 
 def simpler_wins(sweep: list[dict[str, Any]], reference: str = "baton") -> list[dict[str, Any]]:

@@ -6,10 +6,10 @@ import json
 
 import streamlit as st
 
-from baton.metrics.experiment_outcomes import simpler_wins
-
+from baton.metrics.experiment_outcomes import simpler_wins, strategy_figures
 from baton.metrics.figures import crossover_figure, safety_figure, success_cost_figure, winner_map_figure
 from dashboard import data, howto
+from dashboard.filters import sidebar
 
 st.set_page_config(page_title="Baton: strategies", layout="wide")
 st.title("Safe handoff against simpler strategies")
@@ -26,6 +26,15 @@ summary = result.summary
 if not summary:
     st.info("The experiment file holds no strategy rows. " + howto.EXPERIMENT)
     st.stop()
+runs = data.experiment_runs()
+filters = sidebar([r["agent_kind"] for r in runs], [r["reason"] for r in runs], [r["migration_class"] for r in runs])
+if filters.kinds or filters.reasons or filters.classes:
+    summary = strategy_figures(
+        [r for r in runs if filters.keep(r, kind="agent_kind", reason="reason", migration_class="migration_class")],
+        summary)
+    st.caption(f"Recomputed over the runs that pass the filters ({sum(row['runs'] for row in summary)} runs "
+               "across strategies); a run's reason is the first fault it recovered from, its migration class that "
+               "of its first move (\"none\": it never moved; \"unknown\": a file written before runs carried it).")
 left, right = st.columns(2)
 left.subheader("Success against cost")
 left.plotly_chart(success_cost_figure(summary), width="stretch", key="success_cost")

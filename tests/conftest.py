@@ -93,3 +93,18 @@ def baton_home(tmp_path, monkeypatch):
     monkeypatch.setenv("BATON_HOME", str(home))
     monkeypatch.delenv("BATON_DATABASE_URL", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module() -> object:
+    """Put `sys.modules['__main__']` and `sys.argv` back after each test.
+
+    Streamlit's AppTest replaces `__main__` with the page script it ran and leaves it there; a later test
+    in the same worker that starts processes with the "spawn" context would then re-import that page as
+    the children's main module, and every child exits 1 before its target runs.
+    """
+    main, argv = sys.modules.get("__main__"), list(sys.argv)
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
+    sys.argv[:] = argv

@@ -9,23 +9,13 @@ import numpy as np
 from baton.experiment.engine import StrategyRuns
 from baton.experiment.workload import AGENT_KINDS, Workload
 from baton.metrics.definitions import Count, Distribution, Metric, Rate
+from baton.metrics.experiment_outcomes import strategy_figure
 from baton.metrics.intervals import wilson
 
 
 def summary_row(experiment_id: str, r: StrategyRuns) -> dict[str, Any]:
-    runs, verified = int(r.verified.size), int(r.verified.sum())
-    low, high = wilson(verified, runs) or (None, None)
-    total = float(r.cost_usd.sum())
-    return {
-        "experiment_id": experiment_id, "strategy": r.strategy.id, "label": r.strategy.label, "runs": runs,
-        "verified": verified, "success_rate": verified / runs if runs else None, "success_low": low,
-        "success_high": high, "duplicate_effects": int(r.duplicates.sum()),
-        "stale_evidence_accepted": int(r.stale.sum()), "total_cost_usd": total,
-        "cost_per_verified_usd": total / verified if verified else None,
-        "mean_completion_s": float(r.completion_s.mean()) if runs else None,
-        "p95_completion_s": float(np.quantile(r.completion_s, 0.95)) if runs else None,
-        "compute_s": float(r.compute_s.sum()), "interventions": int(r.interventions.sum()),
-    }
+    return {"experiment_id": experiment_id, "strategy": r.strategy.id, "label": r.strategy.label} | strategy_figure(
+        r.verified, r.duplicates, r.stale, r.cost_usd, r.completion_s, r.compute_s, r.interventions)
 
 
 def metric_rows(experiment_id: str, r: StrategyRuns) -> list[dict[str, Any]]:

@@ -60,6 +60,24 @@ def outcome_rows(path: Path) -> list[dict[str, Any]]:
         return [dict(zip(OUTCOME_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
 
 
+def strategy_figure(verified: np.ndarray, duplicates: np.ndarray, stale: np.ndarray, cost_usd: np.ndarray,
+                    completion_s: np.ndarray, compute_s: np.ndarray,
+                    interventions: np.ndarray | None) -> dict[str, Any]:
+    """One strategy's figures over its runs (one array entry per run), in `strategy_summary`'s shape."""
+    runs, ok = int(verified.size), int(verified.sum())
+    low, high = wilson(ok, runs) or (None, None)
+    total = float(cost_usd.sum())
+    return {
+        "runs": runs, "verified": ok, "success_rate": ok / runs if runs else None, "success_low": low,
+        "success_high": high, "duplicate_effects": int(duplicates.sum()), "stale_evidence_accepted": int(stale.sum()),
+        "total_cost_usd": total, "cost_per_verified_usd": total / ok if ok else None,
+        "mean_completion_s": float(completion_s.mean()) if runs else None,
+        "p95_completion_s": float(np.quantile(completion_s, 0.95)) if runs else None,
+        "compute_s": float(compute_s.sum()),
+        "interventions": None if interventions is None else int(interventions.sum()),
+    }
+
+
 def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-strategy rows in `strategy_summary`'s shape, recomputed over the (already filtered) run rows.
 
@@ -70,24 +88,15 @@ def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) 
     for row in rows:
         by_strategy.setdefault(row["strategy"], []).append(row)
     labels = {row["strategy"]: row.get("label") for row in summary}
-    out: list[dict[str, Any]] = []
-    for strategy, runs in by_strategy.items():
-        n = len(runs)
-        verified = sum(bool(r["verified"]) for r in runs)
-        low, high = wilson(verified, n) or (None, None)
-        total = float(sum(r["cost_usd"] for r in runs))
-        completion = np.asarray([r["completion_s"] for r in runs], dtype=float)
-        out.append({
-            "strategy": strategy, "label": labels.get(strategy), "runs": n, "verified": verified,
-            "success_rate": verified / n if n else None, "success_low": low, "success_high": high,
-            "duplicate_effects": int(sum(r["duplicate_effects"] for r in runs)),
-            "stale_evidence_accepted": int(sum(r["stale_evidence_accepted"] for r in runs)),
-            "total_cost_usd": total, "cost_per_verified_usd": total / verified if verified else None,
-            "mean_completion_s": float(completion.mean()) if n else None,
-            "p95_completion_s": float(np.quantile(completion, 0.95)) if n else None,
-            "compute_s": float(sum(r["compute_s"] for r in runs)), "interventions": None,
-        })
-    return out
+
+    def column(runs: list[dict[str, Any]], name: str, dtype: type) -> np.ndarray:
+        return np.asarray([r[name] for r in runs], dtype=dtype)
+
+    return [{"strategy": strategy, "label": labels.get(strategy)} | strategy_figure(
+                column(runs, "verified", bool), column(runs, "duplicate_effects", np.int64),
+                column(runs, "stale_evidence_accepted", np.int64), column(runs, "cost_usd", float),
+                column(runs, "completion_s", float), column(runs, "compute_s", float), None)
+            for strategy, runs in by_strategy.items()]
 
 
 def simpler_wins(sweep: list[dict[str, Any]], reference: str = "baton") -> list[dict[str, Any]]:

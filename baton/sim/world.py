@@ -210,14 +210,12 @@ class World:
         self.run_ids: list[str] = []
         self.launch_authority: dict[str, AuthorityLevel] = {}
         self._settled = False
-        self._writes_seen = 0
+        self._writes_seen = 0  # committed writes: only one can settle a run
         self._settled_checked = -1
 
     # -- store hooks: interleaving, durable-step faults, the lease oracle's observations ----------------
 
     def before_tx(self, store: MemoryStore, write: bool, caller: str) -> None:
-        if write:
-            self._writes_seen += 1
         actor = self.sched.actor()
         if actor is None:
             return

@@ -297,7 +297,8 @@ def changes_since(store: SqlStore, blobs: Blobs, after_seq: int, *, window: int 
         baseline = None if parent is None else reader.facts(parent)
         previous = baseline
         for seq, checkpoint_id in checkpoints:
-            current = reader.facts(store.get_checkpoint(checkpoint_id))
+            # The first one is read already: each checkpoint costs one read (and one hash re-check) per call.
+            current = reader.facts(first if checkpoint_id == first.checkpoint_id else store.get_checkpoint(checkpoint_id))
             changes += _identity_changes(seq, current, previous)
             previous = current
         assert previous is not None

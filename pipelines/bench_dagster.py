@@ -11,8 +11,8 @@ URL comes from DAGSTER_PG_URL):
 
 1. catch-up: `run_discovery` ticked from cursor 0 until it has read every
    event (every run becomes a partition, its newest versions asset events;
-   the sensor writes its observations itself, the materializations it returns
-   are written in one batch per tick, `write_asset_events`);
+   the sensor writes every asset event itself, in batches per asset,
+   `assets.writes.write_asset_events`, timed by `WriteMeter`);
 2. steady ticks of each of the five sensors and the freshness schedule, each
    keeping its own cursor as the daemon does: idle rounds (nothing changed)
    and change rounds (one new candidate on an active run, one new run, one
@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
 import os
 import statistics
 import sys
@@ -64,9 +63,6 @@ from dagster import (
     build_schedule_context,
     build_sensor_context,
 )
-from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEventType, StepMaterializationData
-from dagster._core.events.log import EventLogEntry
-from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 
 from assets.events import EXTERNAL_ASSETS
 from assets.partitions import RUNS_PARTITIONS_NAME
@@ -80,6 +76,7 @@ from baton.store.factory import open_blobs, open_store
 from pipelines.definitions import defs
 from pipelines.resources import BatonResource
 from pipelines.schedules import freshness_reverification
+from sensors import baton_sensors
 from sensors.baton_sensors import KEEP_FINISHED_ENV, SENSORS, run_discovery
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,44 +147,32 @@ query StaleAll {
 }
 
 
-BATCH_WRITE = "instance.event_log_storage.store_event_batch, one batch per event type per tick"
+BATCH_WRITE = ("assets.writes.write_asset_events inside the tick: one batch per asset and event type per "
+               "tick (one INSERT on dagster-postgres, one transaction per shard on SQLite)")
 
 
-def _entry(event: AssetMaterialization | AssetObservation) -> EventLogEntry:
-    """The event log entry `instance.report_runless_asset_event(event)` would write."""
-    if isinstance(event, AssetMaterialization):
-        kind, payload = DagsterEventType.ASSET_MATERIALIZATION, StepMaterializationData(event)
-    else:
-        kind, payload = DagsterEventType.ASSET_OBSERVATION, AssetObservationData(event)
-    dagster_event = DagsterEvent(event_type_value=kind.value, event_specific_data=payload, job_name=RUNLESS_JOB_NAME)
-    return EventLogEntry(user_message="", level=logging.INFO, job_name=RUNLESS_JOB_NAME, run_id=RUNLESS_RUN_ID,
-                         error_info=None, timestamp=time.time(), step_key=None, dagster_event=dagster_event)
+class WriteMeter:
+    """Time and count what `run_discovery` writes, by wrapping the sensor module's `write_asset_events`."""
 
+    def __init__(self) -> None:
+        self.seconds, self.materializations, self.observations, self.batches = 0.0, 0, 0, 0
+        self._real = baton_sensors.write_asset_events
 
-def write_asset_events(instance: DagsterInstance, events: Sequence[Any]) -> None:
-    """Write runless asset events in batches (consecutive events of one type together), in their order.
+    def __call__(self, instance: DagsterInstance, events: Sequence[Any]) -> int:
+        started = time.perf_counter()
+        batches = self._real(instance, events)
+        self.seconds += time.perf_counter() - started
+        self.batches += batches
+        self.materializations += sum(1 for e in events if isinstance(e, AssetMaterialization))
+        self.observations += sum(1 for e in events if isinstance(e, AssetObservation))
+        return batches
 
-    dagster-postgres inserts a batch in one statement; the SQLite storage
-    writes a batch event by event (the base implementation). Anything but a
-    materialization or an observation is reported one by one.
-    """
-    pending: list[EventLogEntry] = []
-    for event in events:
-        if not isinstance(event, (AssetMaterialization, AssetObservation)):
-            _flush(instance, pending)
-            instance.report_runless_asset_event(event)
-            continue
-        entry = _entry(event)
-        if pending and pending[-1].dagster_event_type != entry.dagster_event_type:
-            _flush(instance, pending)
-        pending.append(entry)
-    _flush(instance, pending)
+    def __enter__(self) -> WriteMeter:
+        baton_sensors.write_asset_events = self  # type: ignore[assignment]
+        return self
 
-
-def _flush(instance: DagsterInstance, pending: list[EventLogEntry]) -> None:
-    if pending:
-        instance.event_log_storage.store_event_batch(list(pending))
-        pending.clear()
+    def __exit__(self, *exc: object) -> None:
+        baton_sensors.write_asset_events = self._real  # type: ignore[assignment]
 
 
 def say(phase: str, done: int = 0, total: int = 0, **extra: Any) -> None:
@@ -213,28 +198,27 @@ class Bench:
         self.home, self.instance, self.plan = baton_home, instance, plan
         self.resource = BatonResource(home=str(baton_home))
         self.cursors: dict[str, str | None] = {s.name: None for s in SENSORS}
-        self.write_s = 0.0
+        self.writes = WriteMeter()
 
     def tick(self, sensor: SensorDefinition) -> tuple[float, int, int]:
         """One evaluation of `sensor` from its cursor, its result applied as the daemon applies it.
 
-        Returns (seconds, run requests, asset events). The evaluation time
-        includes the external assets' observations the sensor writes itself;
-        writing the returned materializations (the daemon's share) is included
-        too, since a tick is not over before they are written. They are written
-        in one batch (`write_asset_events`); `self.write_s` keeps that share.
+        Returns (seconds, run requests, materializations written). The
+        evaluation writes every asset event itself (`run_discovery` returns
+        none for the daemon to write); `self.writes` keeps the writes' share.
         """
         context = build_sensor_context(instance=self.instance, cursor=self.cursors[sensor.name],
                                        resources={"baton": self.resource}, sensor_name=sensor.name)
+        before = self.writes.materializations
         started = time.perf_counter()
-        result = sensor(context)
-        assert isinstance(result, SensorResult), result
-        evaluated = time.perf_counter()
-        write_asset_events(self.instance, result.asset_events or ())
+        with self.writes:
+            result = sensor(context)
         elapsed = time.perf_counter() - started
-        self.write_s += elapsed - (evaluated - started)
+        assert isinstance(result, SensorResult), result
+        if result.asset_events:
+            raise RuntimeError(f"{sensor.name} returned asset events for the daemon to write one by one")
         self.cursors[sensor.name] = result.cursor
-        return elapsed, len(result.run_requests or ()), len(result.asset_events or ())
+        return elapsed, len(result.run_requests or ()), self.writes.materializations - before
 
     def schedule_tick(self) -> tuple[float, int]:
         context = build_schedule_context(instance=self.instance, resources={"baton": self.resource},
@@ -260,7 +244,7 @@ class Bench:
         os.environ[KEEP_FINISHED_ENV] = str(self.plan.runs * 2)
         ticks: list[float] = []
         events = 0
-        self.write_s = 0.0
+        self.writes = WriteMeter()
         with _store(self.home) as (store, _):
             total = _newest_seq(store)
         load_before = os.getloadavg()
@@ -278,7 +262,8 @@ class Bench:
         observations = self.observations()
         out: dict[str, Any] = {
             "ticks": len(ticks), "total_s": round(sum(ticks), 2), "per_tick_ms": [_ms(t) for t in ticks],
-            "daemon_share_write_s": round(self.write_s, 2), "daemon_share_write": BATCH_WRITE,
+            "daemon_share_write_s": round(self.writes.seconds, 2), "daemon_share_write": BATCH_WRITE,
+            "write_batches": self.writes.batches, "observations_reported": self.writes.observations,
             "baton_events_read": total, "partitions_reported": self.partitions(), "materializations_written": events,
             "observations_written": observations, "load_average_before": list(load_before),
             "load_average_after": list(os.getloadavg()), "reached_seq": reached, "budget_s": budget_s,

@@ -4,16 +4,16 @@ Each keeps the seq of the last Baton event it read as its cursor. `run_discovery
 adds a `runs` partition per new run, removes the partitions of finished runs
 past BATON_KEEP_FINISHED_RUNS (default 1000; their history stays in Baton's
 store), and reports the newest version of each asset per run (at most one event
-per asset per run per tick): the external assets' observations at once, the
-worker-made materializations with their provenance in the tick's result. The others raise `handoff_job` / `reverification_job`
-with run keys built from the change's identity and event seq.
+per asset per run per tick), upstream first, in a few batched writes
+(`assets.writes`), the worker-made materializations with their provenance. The
+others raise `handoff_job` / `reverification_job` with run keys built from the
+change's identity and event seq.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from dagster import (
     AssetKey,
-    AssetRecordsFilter,
     DagsterInstance,
     DefaultSensorStatus,
     RunConfig,
@@ -23,10 +23,12 @@ from dagster import (
     SensorResult,
     sensor,
 )
+from dagster._core.events import DagsterEventType
 
 from assets.events import DATA_VERSION_TAG, EXTERNAL_ASSETS, asset_event_for
 from assets.partitions import RUNS_PARTITIONS_NAME
-from baton.lineage import ASSETS
+from assets.writes import write_asset_events
+from baton.lineage import ASSETS, AssetVersion
 from baton.platform import sensor_decisions as decide
 from baton.platform.archive import KEEP_FINISHED_ENV, keep_finished_from
 from baton.platform.sensor_decisions import Decisions, JobRequest
@@ -57,24 +59,57 @@ def run_request(request: JobRequest) -> RunRequest:
                       job_name=handoff_job.name)
 
 
-def input_pointer(instance: DagsterInstance, asset: str, run_id: str, data_version: str) -> int | None:
-    """Storage id of the newest event of `asset` for partition `run_id`, if it carries `data_version`."""
-    records_filter = AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[run_id])
-    fetch = instance.fetch_observations if asset in EXTERNAL_ASSETS else instance.fetch_materializations
-    records = fetch(records_filter, limit=1).records
-    if not records:
-        return None
-    entry = records[0].event_log_entry
-    event = entry.asset_observation if asset in EXTERNAL_ASSETS else entry.asset_materialization
-    tags = (event.tags if event is not None else None) or {}
-    return records[0].storage_id if tags.get(DATA_VERSION_TAG) == data_version else None
+def input_pointers(instance: DagsterInstance, asset: str, wanted: Mapping[str, str]) -> dict[str, int]:
+    """Storage ids of the newest events of `asset` for the partitions in `wanted` (run id -> data version),
+    kept where that event carries the wanted data version: two queries per asset, not two per run."""
+    if not wanted:
+        return {}
+    key = AssetKey(asset)
+    kind = DagsterEventType.ASSET_OBSERVATION if asset in EXTERNAL_ASSETS else DagsterEventType.ASSET_MATERIALIZATION
+    latest = instance.get_latest_storage_id_by_partition(key, kind, set(wanted))
+    if not latest:
+        return {}
+    # Tags of the same events: anything stored after the first query has a larger id and is left out.
+    tags = instance.event_log_storage.get_latest_tags_by_partition(
+        key, kind, [DATA_VERSION_TAG], asset_partitions=sorted(latest), before_cursor=max(latest.values()) + 1)
+    return {run_id: storage_id for run_id, storage_id in latest.items()
+            if tags.get(run_id, {}).get(DATA_VERSION_TAG) == wanted[run_id]}
+
+
+def report_versions(instance: DagsterInstance, versions: Sequence[AssetVersion]) -> int:
+    """Write the asset events for `versions`, upstream asset first, in batches; returns the batches written.
+
+    A worker-made materialization points at its inputs' events (`input_pointers`),
+    so each asset's events are stored before the next asset's pointers are read:
+    a run's checkpoint found in the same tick as its evidence points at it.
+    """
+    by_asset: dict[str, list[AssetVersion]] = {name: [] for name in ASSETS}
+    for version in versions:
+        by_asset[version.asset].append(version)
+    external = [asset_event_for(v) for name in ASSETS if name in EXTERNAL_ASSETS for v in by_asset[name]]
+    batches = write_asset_events(instance, external)
+    for name in (n for n in ASSETS if n not in EXTERNAL_ASSETS):
+        made = by_asset[name]
+        wanted: dict[str, dict[str, str]] = {}
+        for version in made:
+            for dep, data_version in version.input_versions.items():
+                wanted.setdefault(dep, {})[version.run_id] = data_version
+        pointers = {dep: input_pointers(instance, dep, runs) for dep, runs in wanted.items()}
+        events = [asset_event_for(v, {dep: pointers[dep][v.run_id] for dep in v.input_versions
+                                      if v.run_id in pointers[dep]}) for v in made]
+        batches += write_asset_events(instance, events)
+    return batches
 
 
 @sensor(minimum_interval_seconds=INTERVAL_S, default_status=DefaultSensorStatus.RUNNING,
         description="New Baton runs become `runs` partitions; their newest asset versions become asset events.")
 def run_discovery(context: SensorEvaluationContext, baton: BatonResource) -> SensorResult:
-    """Partitions first, then the workers' observations (written now, so later events can point at them),
-    then the worker-made materializations with their provenance (returned, written after the tick)."""
+    """Partitions first (an event for a partition not yet added is dropped silently), then every asset event,
+    written here in batches (`assets.writes`): the daemon would write returned `asset_events` one by one.
+
+    The cursor is kept only after the tick: a tick that fails after writing some
+    events reads the same window again and reports the same data versions, which is harmless.
+    """
     instance = context.instance
     existing = instance.get_dynamic_partitions(RUNS_PARTITIONS_NAME)
     with baton.open() as (store, blobs):
@@ -84,15 +119,8 @@ def run_discovery(context: SensorEvaluationContext, baton: BatonResource) -> Sen
         instance.add_dynamic_partitions(RUNS_PARTITIONS_NAME, list(found.add_partitions))
     for run_id in found.remove_partitions:
         instance.delete_dynamic_partition(RUNS_PARTITIONS_NAME, run_id)
-    for version in found.versions:
-        if version.asset in EXTERNAL_ASSETS:
-            instance.report_runless_asset_event(asset_event_for(version))
-    materializations = []
-    for version in sorted((v for v in found.versions if v.asset not in EXTERNAL_ASSETS),
-                          key=lambda v: ASSETS.index(v.asset)):
-        pointers = {dep: input_pointer(instance, dep, version.run_id, dv) for dep, dv in version.input_versions.items()}
-        materializations.append(asset_event_for(version, {k: p for k, p in pointers.items() if p is not None}))
-    return SensorResult(asset_events=materializations, cursor=str(found.cursor))
+    report_versions(instance, found.versions)
+    return SensorResult(cursor=str(found.cursor))
 
 
 def _job_sensor(name: str, description: str, decide_fn: Callable[[SqlStore, Blobs, int], Decisions]):  # type: ignore[no-untyped-def]

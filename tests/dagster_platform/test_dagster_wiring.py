@@ -13,6 +13,7 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_fo
 from dagster._core.definitions.data_version import CachingStaleStatusResolver
 from dagster._core.loader import LoadingContextForTest
 
+from assets.events import INPUT_EVENT_POINTER_PREFIX
 from baton.models import EventType
 from baton.platform.sensor_decisions import ARTIFACT_CHANGED, LEASE_EXPIRED
 from pipelines.definitions import defs
@@ -40,6 +41,11 @@ def _tick(sensor, instance: DagsterInstance, cursor: str | None, home: Path):  #
     return sensor(context)
 
 
+def _partition_events(instance: DagsterInstance, key: str) -> list:  # type: ignore[type-arg]
+    fetch = instance.fetch_observations if key in ("observations", "candidates") else instance.fetch_materializations
+    return list(fetch(AssetKey(key), limit=5).records)
+
+
 def test_run_discovery_adds_partitions_and_one_event_per_asset_then_nothing(home, store, blobs):
     run = ResearchRun.launch(store, blobs)
     run.draft()
@@ -47,13 +53,19 @@ def test_run_discovery_adds_partitions_and_one_event_per_asset_then_nothing(home
     with instance_for_test() as instance:
         first = _tick(run_discovery, instance, None, home)
         assert instance.get_dynamic_partitions("runs") == [run.run_id]
-        for key in ("observations", "candidates"):  # external: written during the tick
-            (record,) = instance.fetch_observations(AssetKey(key), limit=5).records
-            assert record.partition_key == run.run_id
-        assert sorted(e.asset_key.path[0] for e in first.asset_events) == ["checkpoints", "verifier_evidence"]
+        assert first.asset_events == []  # written in the tick, in batches, not left to the daemon's one-by-one path
+        records = {key: _partition_events(instance, key)
+                   for key in ("observations", "candidates", "verifier_evidence", "checkpoints")}
+        assert {key: [r.partition_key for r in found] for key, found in records.items()} == {
+            key: [run.run_id] for key in records}
+        # Provenance points at the inputs' events of the same tick, the checkpoint's at the evidence too.
+        (candidate,), (evidence,), (checkpoint,) = (records[k] for k in ("candidates", "verifier_evidence", "checkpoints"))
+        assert evidence.asset_materialization.tags[INPUT_EVENT_POINTER_PREFIX + "candidates"] == str(candidate.storage_id)
+        assert checkpoint.asset_materialization.tags[INPUT_EVENT_POINTER_PREFIX + "verifier_evidence"] == str(
+            evidence.storage_id)
         second = _tick(run_discovery, instance, first.cursor, home)
         assert second.asset_events == []
-        assert len(instance.fetch_observations(AssetKey("candidates"), limit=5).records) == 1
+        assert {key: len(_partition_events(instance, key)) for key in records} == {key: 1 for key in records}
 
 
 def _evidence_status(instance: DagsterInstance, run_id: str) -> tuple[str, list[str]]:

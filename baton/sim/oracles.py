@@ -423,20 +423,29 @@ def _placement_facts(changes: list[tuple[float, dict[str, Any]]], placement: str
 
 
 def _withdrawn(changes: list[tuple[float, dict[str, Any]]], at: float) -> dict[str, float]:
+    """release id -> since when it was withdrawn, for the releases withdrawn (and not published again) at `at`."""
     gone: dict[str, float] = {}
     for when, line in changes:
         if when <= at:
             for release_id in line.get("withdrawn", []):
                 gone.setdefault(str(release_id), when)
+            for release_id in (line.get("published") or {}).values():
+                gone.pop(str(release_id), None)
     return gone
 
 
-def _epoch_began(records: SimRecords, run_id: str, epoch: int) -> float | None:
-    return min((when for when, run, _owner, e in records.lease_history if run == run_id and e == epoch), default=None)
+def _decided(records: SimRecords, run_id: str, epoch: int) -> float | None:
+    """When the run was last reserved for a placement before `epoch` began: the move that led to it was decided
+    by then (a launch's reservation is the first; a worker adopts a reservation at the next epoch)."""
+    began = min((when for when, run, _owner, e in records.lease_history if run == run_id and e == epoch), default=None)
+    if began is None:
+        return None
+    return max((when for when, run, owner, _e in records.lease_history
+                if run == run_id and when <= began and str(owner).startswith("placement:")), default=began)
 
 
 def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
-    """No target accepted a mutation from an owner whose epoch began, by the operator's and provider's record,
+    """No target accepted a mutation from an owner moved (reserved), by the operator's and provider's record,
     on a placement outside the run's regions or providers, with a ceiling below the level presented, unable to
     read the run's state schema, lacking its verifier bundle or tool contract, or on a release withdrawn by then
     (the release the provider's bill last served the run before the mutation)."""
@@ -453,11 +462,11 @@ def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
         accepted = _accepted(message)
         if placement is None or needs is None or not accepted or message.epoch is None:
             continue
-        began = _epoch_began(records, message.run_id, message.epoch)
+        began = _decided(records, message.run_id, message.epoch)
         if began is None:
             continue
         what = (f"{message.target} accepted message {message.seq} of {message.run_id} from {placement} "
-                f"(epoch {message.epoch}, began t={began:.3f})")
+                f"(epoch {message.epoch}, reserved t={began:.3f})")
         facts = _placement_facts(changes, placement, began)
         for name, allowed in (("region", needs.get("regions")), ("provider", needs.get("providers"))):
             if name in facts and allowed and facts[name][0] not in allowed:
@@ -477,7 +486,7 @@ def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
         release = str(served[-1].get("release_id")) if served else ""
         if release in gone:
             found.append(f"withdrawn_release: {what}, resting on model output of release {release[:19]}, "
-                         f"withdrawn at t={gone[release]:.3f}, before the epoch began")
+                         f"withdrawn at t={gone[release]:.3f}, before the move")
     return found
 
 

@@ -205,8 +205,10 @@ class World:
         self.pending_crash: dict[int, Process] = {}
         self.handoff_queue: list[Fault] = []
         self.doc_queue: list[str] = []
-        self.catalog_changes = 0
         self.catalog_touched = False
+        self.catalog_busy = False
+        self.moving = 0
+        """Moves in flight: a catalog change waits for them (a move decided on the old catalog commits on it)."""
         """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unread)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
@@ -368,11 +370,7 @@ class World:
         settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
         coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), settings)
         tried: dict[str, float] = {}
-        seen_changes = 0
         while not self.settled():
-            if self.catalog_changes != seen_changes:  # the fleet's coordinator reads the changed catalog
-                seen_changes = self.catalog_changes
-                coordinator = build_coordinator(self.store, self.blobs, self.placements_now(), (deploy, corpus), settings)
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
             for doc in self._take(self.doc_queue):
@@ -406,17 +404,32 @@ class World:
 
     def _operate(self, fault: Fault) -> None:
         """A catalog fault: the change, then the fleet moving every active run onto what changed."""
-        target = self._catalog_change(fault)
+        while self.moving or self.catalog_busy:
+            self.sched.sleep(0.05)
+        self.catalog_busy = True
+        try:
+            target = self._catalog_change(fault)
+        finally:
+            self.catalog_busy = False
         deploy, corpus = self.clients(self.sched.process("operator"))
         settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
         self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements_now(), (deploy, corpus),
                                                 settings), target)
+        if fault.arg == "release_withdrawn":  # the provider restores what it withdrew: the fault stops
+            self.sched.sleep(catalog_faults.RESTORE_AFTER_S)
+            while self.moving or self.catalog_busy:
+                self.sched.sleep(0.05)
+            self.catalog_busy = True
+            try:
+                note = catalog_faults.restore_releases(self.store, self.root, self.store.db_now().isoformat())
+                self.sched.record(f"catalog restored: {note}")
+            finally:
+                self.catalog_busy = False
 
     def _catalog_change(self, fault: Fault) -> str:
         target = self._catalog_target()
         at = self.store.db_now().isoformat()
         self.catalog_touched = True
-        self.catalog_changes += 1
         try:
             note = catalog_faults.apply_catalog_change(self.store, self.root, fault.arg, target, at,
                                                        [p.name for p in PLACEMENTS])
@@ -463,12 +476,22 @@ class World:
             ))
 
     def _handoff(self, coordinator: Any, request: HandoffRequest) -> None:
+        while self.catalog_touched and self.catalog_busy:  # a move never reads the catalog during a change
+            self.sched.sleep(0.05)
+        self.moving += 1  # from here until it ends, the move's catalog stays as it read it
         try:
+            if self.catalog_touched:  # each move reads the catalog as it is now
+                coordinator = build_coordinator(
+                    self.store, self.blobs, self.placements_now(), coordinator.fence_targets,
+                    DispatchSettings(reservation_ttl_s=coordinator.lease_ttl_s,
+                                     quiesce_timeout_s=coordinator.quiesce_timeout_s))
             outcome = coordinator.handoff(request)
             self.sched.record(f"handoff {request.run_id} {request.reason}: {outcome.status.value} "
                               f"{outcome.target_placement} {outcome.abort_reason or ''}")
         except Exception as exc:  # noqa: BLE001 - a failed move is retried on the next lapse
             self.sched.record(f"handoff {request.run_id} {request.reason} raised {type(exc).__name__}")
+        finally:
+            self.moving -= 1
 
     # -- driving ----------------------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import Any
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
+from baton.errors import CatalogConflictError
 from baton.models import Placement
 from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION
 from baton.placements import DEFAULT_PLACEMENTS
@@ -135,8 +136,11 @@ def restore_releases(store: Any, root: Path, at_iso: str) -> str:
     _record(root, {"at": at_iso, "subkind": "release_restored",
                    "published": {name: RELEASES[name].release_id for name in WITHDRAWN}})
     for name in WITHDRAWN:
-        publish_release(store, RELEASES[name].release_id, placements=offered[name], actor="provider",
-                        reason="restored")
+        try:
+            publish_release(store, RELEASES[name].release_id, placements=offered[name], actor="provider",
+                            reason="restored")
+        except CatalogConflictError:  # an earlier withdrawal's restore published it already
+            continue
     return f"published {list(WITHDRAWN)} again"
 
 

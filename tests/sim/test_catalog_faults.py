@@ -113,3 +113,10 @@ def test_the_oracle_reads_the_operators_record() -> None:
 def test_the_generator_draws_every_catalog_case() -> None:
     drawn = {f.arg for seed in range(400) for f in generate(seed, 5).faults if f.kind == CATALOG_CHANGE}
     assert drawn == set(SUBKINDS)
+
+
+def test_two_withdrawals_restore_without_an_actor_error() -> None:
+    """Seed 220 withdraws the releases twice; the second restore finds them published already (no error)."""
+    outcome = run_seed(220, 5, kinds=BOTH)
+    assert [f.arg for f in outcome.plan.faults if f.kind == CATALOG_CHANGE] == ["release_withdrawn"] * 2
+    assert outcome.ok and not outcome.errors, (outcome.violations, outcome.errors)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_epochs, cases_gates
+from baton.faults import cases_epochs, cases_gates, cases_gates2
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -282,6 +282,15 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
               "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
+    FaultCase("non-exportable-state-moved", "a run whose state is non-exportable is moved out of its region and "
+              "provider", "deploy", cases_gates2.non_exportable_state_moved, constraints=cases_gates2.NON_EXPORTABLE,
+              exercises=("non_exportable_state",)),
+    FaultCase("attestation-required-moved", "a run that needs attested hardware is moved to an unattested "
+              "placement", "deploy", cases_gates2.attestation_required_moved, constraints=cases_gates2.ATTESTED,
+              exercises=("hardware_attestation_missing",)),
+    FaultCase("data-scope-required-moved", "a run that needs a data scope is moved to a placement without it",
+              "deploy", cases_gates2.data_scope_required_moved, constraints=cases_gates2.SCOPED,
+              exercises=("data_scope_unavailable",)),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -291,6 +291,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("data-scope-required-moved", "a run that needs a data scope is moved to a placement without it",
               "deploy", cases_gates2.data_scope_required_moved, constraints=cases_gates2.SCOPED,
               exercises=("data_scope_unavailable",)),
+    FaultCase("unsafe-state-moved", "a run whose non-exportable state needs attested hardware nowhere in its trust "
+              "domain is moved", "deploy", cases_gates2.unsafe_state_moved, constraints=cases_gates2.UNSAFE,
+              exercises=("migration_unsafe",), companions=cases_gates2.UNSAFE_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

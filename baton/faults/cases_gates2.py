@@ -16,6 +16,10 @@ presented-capability logs against those two records.
   check a run's constraints against its first placement (a finding, noted in docs/fault-matrix.md),
   so the run starts on local-gpu-eu; every move target is refused, the move aborts, and the run stays
   unmoved: it never mutates anything from a placement that breaks the rule.
+- `unsafe-state-moved`: both rules at once (non-exportable state that needs attested hardware). No
+  placement satisfies them, the source included, so the SDK seals every checkpoint
+  MIGRATION_UNSAFE; the move aborts. Ablating `gate:migration_unsafe` switches the two per-target
+  findings off with it (`FaultCase.companions`), so that the sealed class alone stands in the way.
 """
 
 from __future__ import annotations
@@ -40,6 +44,13 @@ DATA_SCOPE = "eu-customer-records"
 NON_EXPORTABLE: dict[str, Any] = {"contains_non_exportable_state": True}
 ATTESTED: dict[str, Any] = {"requires_hardware_attestation": True}
 SCOPED: dict[str, Any] = {"data_scope": DATA_SCOPE}
+UNSAFE: dict[str, Any] = {**NON_EXPORTABLE, **ATTESTED}
+"""Non-exportable state that also needs attested hardware: no placement, the source included, is both in its trust
+domain and attested, so every checkpoint is sealed MIGRATION_UNSAFE."""
+UNSAFE_COMPANIONS: dict[str, tuple[str, ...]] = {
+    "gate:migration_unsafe": ("gate:hardware_attestation_missing", "gate:non_exportable_state")}
+"""The gate's two per-target findings stand against the same move as the sealed class: off with it when it alone is
+ablated (each alone holds: the case is clean with only these two off)."""
 
 
 def write_inventory(rig: Rig) -> None:
@@ -79,3 +90,5 @@ non_exportable_state_moved = _moved_despite(
     NON_EXPORTABLE, f"its state is non-exportable out of {SOURCE}'s region and provider")
 attestation_required_moved = _moved_despite(ATTESTED, "its owner requires attested hardware")
 data_scope_required_moved = _moved_despite(SCOPED, f"its owner requires data scope {DATA_SCOPE}")
+unsafe_state_moved = _moved_despite(UNSAFE, "its state is non-exportable and needs attested hardware, which no "
+                                    "placement of its trust domain has")

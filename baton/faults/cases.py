@@ -294,6 +294,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("unsafe-state-moved", "a run whose non-exportable state needs attested hardware nowhere in its trust "
               "domain is moved", "deploy", cases_gates2.unsafe_state_moved, constraints=cases_gates2.UNSAFE,
               exercises=("migration_unsafe",), companions=cases_gates2.UNSAFE_COMPANIONS),
+    FaultCase("behavioral-move", "a model-v7 run is moved to a placement that serves only model-v8 (approved)",
+              "deploy", cases_gates2.behavioral_move, companions=cases_gates2.BEHAVIORAL_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -56,7 +56,8 @@ ablated (each alone holds: the case is clean with only these two off)."""
 def write_inventory(rig: Rig) -> None:
     """The operator's own inventory of the placements it runs (what it seeded the catalog from)."""
     inventory = {p.name: {"region": p.region, "provider": p.provider, "hardware_attested": p.hardware_attested,
-                          "data_scopes": list(p.data_scopes)} for p in DEFAULT_PLACEMENTS}
+                          "data_scopes": list(p.data_scopes), "releases": list(p.supported_release_ids)}
+                 for p in DEFAULT_PLACEMENTS}
     (rig.root / INVENTORY_FILE).write_text(json.dumps(inventory, sort_keys=True))
 
 
@@ -92,3 +93,24 @@ attestation_required_moved = _moved_despite(ATTESTED, "its owner requires attest
 data_scope_required_moved = _moved_despite(SCOPED, f"its owner requires data scope {DATA_SCOPE}")
 unsafe_state_moved = _moved_despite(UNSAFE, "its state is non-exportable and needs attested hardware, which no "
                                     "placement of its trust domain has")
+
+
+V8_ONLY = "cloud-us"
+"""Serves only model-v8: a v7 run moved there is a behavioral migration (the fleet policy allows and approves it)."""
+BEHAVIORAL_COMPANIONS: dict[str, tuple[str, ...]] = {
+    "gate:behavioral_migration_approved": ("gate:runtime_changed",),
+    "gate:runtime_changed": ("gate:behavioral_migration_approved",)}
+"""local-gpu-eu (baton-worker:1.4) -> cloud-us (1.5) changes the runtime too: either finding alone makes the gate
+demand reverification, so each is switched off with the other (each alone holds: the case is clean with only its
+companion off)."""
+
+
+def behavioral_move(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """After VERIFIED the worker dies; the run (on model-v7) is moved to cloud-us, which serves only model-v8: an
+    approved behavioral migration, after which the candidate and its evidence must be made again under v8."""
+    write_inventory(rig)
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    kill_at(run, rig, notes, "sealed:VERIFIED")
+    run.wait_lease_lapsed()
+    move_or_stay(run, notes, V8_ONLY)

@@ -69,6 +69,7 @@ class Question(StrEnum):
     UNTESTED_PUSH = "untested_push"  # baton/faults/oracles_agents.py
     WRONG_SUBMISSION = "wrong_submission"  # baton/faults/oracles_agents.py
     CONSTRAINT_BREACH = "constraint_breach"  # baton/faults/oracles_gates.py
+    FOREIGN_RELEASE = "foreign_release"  # baton/faults/oracles_gates.py
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -88,6 +89,8 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.WRONG_SUBMISSION: "the application recorded a submission of answers the owner did not ask for (draft history)",
     Question.CONSTRAINT_BREACH: "a target admitted a mutation from a placement the owner's portability rule excludes "
                                 "(target logs vs owner's rule and operator's inventory)",
+    Question.FOREIGN_RELEASE: "a target admitted a mutation from a placement that does not serve the release whose "
+                              "model output it rests on (target logs vs provider's bill and operator's inventory)",
 }
 
 RUN_NEEDS_FILE = "run-needs.json"

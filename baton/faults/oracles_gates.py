@@ -6,6 +6,8 @@ oracle module to it). The records are written by the case, never by Baton:
 - the operator's inventory of its placements (`placement-inventory.json`: each placement's region,
   provider, hardware attestation and data scopes, as the operator keeps it), with the operator's
   later changes (`placement-changes.jsonl`, shared with the other placement oracles);
+- the model provider's bill (`provider/bill.jsonl`: the release that served each call, as the
+  provider records it while serving);
 - the run owner's portability rule (`portability-rule.json`): the state is non-exportable and was
   created on a named placement (so it may only be worked on in that placement's region and
   provider), the work needs attested hardware, or it needs a named data scope.
@@ -16,6 +18,10 @@ Question:
   that, by the operator's records at that time, lies outside the trust domain the run's
   non-exportable state was created in, has no hardware attestation although the owner required
   it, or does not hold the data scope the owner required.
+- foreign_release: a target admitted a mutation for the run from a placement that, by the
+  operator's inventory, does not serve the release whose model output the mutation rests on (the
+  provider's last call for the run before the target admitted it): the decision was made by a
+  release the executing placement never ran and never re-made under the one it runs.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ QUESTIONS: dict[str, str] = {
     "constraint_breach": "a target admitted a mutation from a placement the owner's portability rule excludes: "
                          "outside the non-exportable state's trust domain, unattested, or without the data scope "
                          "(target logs vs owner's rule and operator's inventory)",
+    "foreign_release": "a target admitted a mutation from a placement that does not serve the release whose model "
+                       "output it rests on (target logs vs provider's bill and operator's inventory)",
 }
 
 
@@ -61,6 +69,11 @@ def _facts(inventory: dict[str, Any], changes: list[dict[str, Any]], placement: 
     return facts
 
 
+def _admitted(root: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(target, line) for target in TARGETS for line in _lines(root / "home" / "targets" / target / PRESENTED_FILE)
+            if line.get("run_id") == run_id]
+
+
 def constraint_breach(root: Path) -> list[str]:
     root = Path(root)
     rule: dict[str, Any] = _json(root / RULE_FILE) or {}
@@ -75,28 +88,48 @@ def constraint_breach(root: Path) -> list[str]:
         created = inventory.get(origin) or {}
         domain = (created.get("region"), created.get("provider"))
     evidence = []
-    for target in TARGETS:
-        for line in _lines(root / "home" / "targets" / target / PRESENTED_FILE):
-            if line.get("run_id") != run_id:
-                continue
-            placement = str(line.get("placement"))
-            facts = _facts(inventory, changes, placement, _when(line["at"]))
-            where = (facts.get("region"), facts.get("provider"))
-            said = f"{target} admitted {line.get('operation_id')} from {placement}"
-            if domain is not None and where != domain:
-                evidence.append(f"{said} ({where[0]}, {where[1]}); the run's state is non-exportable out of "
-                                f"{origin}'s trust domain ({domain[0]}, {domain[1]})")
-            if rule.get("requires_hardware_attestation") and facts.get("hardware_attested") is not True:
-                evidence.append(f"{said}, which the operator lists as not hardware-attested; the owner requires "
-                                "attested hardware")
-            scope = rule.get("data_scope")
-            if scope is not None and scope not in (facts.get("data_scopes") or []):
-                evidence.append(f"{said}, which holds data scopes {facts.get('data_scopes') or []}; the owner "
-                                f"requires {scope}")
+    for target, line in _admitted(root, run_id):
+        placement = str(line.get("placement"))
+        facts = _facts(inventory, changes, placement, _when(line["at"]))
+        where = (facts.get("region"), facts.get("provider"))
+        said = f"{target} admitted {line.get('operation_id')} from {placement}"
+        if domain is not None and where != domain:
+            evidence.append(f"{said} ({where[0]}, {where[1]}); the run's state is non-exportable out of "
+                            f"{origin}'s trust domain ({domain[0]}, {domain[1]})")
+        if rule.get("requires_hardware_attestation") and facts.get("hardware_attested") is not True:
+            evidence.append(f"{said}, which the operator lists as not hardware-attested; the owner requires "
+                            "attested hardware")
+        scope = rule.get("data_scope")
+        if scope is not None and scope not in (facts.get("data_scopes") or []):
+            evidence.append(f"{said}, which holds data scopes {facts.get('data_scopes') or []}; the owner "
+                            f"requires {scope}")
     return evidence
 
 
-ORACLES = {"constraint_breach": constraint_breach}
+def foreign_release(root: Path) -> list[str]:
+    root = Path(root)
+    inventory: dict[str, Any] = _json(root / INVENTORY_FILE) or {}
+    if not inventory:
+        return []
+    run_id = str((_json(root / "reported.json") or {}).get("run_id", ""))
+    bill = sorted((line for line in _lines(root / "provider" / "bill.jsonl") if line.get("account") == run_id),
+                  key=lambda line: _when(line["at"]))
+    evidence = []
+    for target, line in _admitted(root, run_id):
+        at = _when(line["at"])
+        before = [call for call in bill if _when(call["at"]) <= at]
+        served = (inventory.get(str(line.get("placement"))) or {}).get("releases")
+        if not before or served is None:
+            continue
+        last = before[-1]
+        if last.get("release_id") not in served:
+            evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, which serves "
+                            f"releases {[str(r)[:19] for r in served]}; the run's last model call before it was "
+                            f"{last.get('model')} ({str(last.get('release_id'))[:19]}) at {last.get('at')}")
+    return evidence
+
+
+ORACLES = {"constraint_breach": constraint_breach, "foreign_release": foreign_release}
 
 
 def answer_gates(root: Path) -> dict[str, list[str]]:

@@ -40,6 +40,13 @@ _CAUGHT_BY: dict[str, str] = {
     "store-claim-epoch": "stale-capability-after-move",
     "target-fence": "stale-capability-after-move",
     "idempotency": "killed-awaiting-reply",  # with reconcile-before-retry switched off with it
+    # portability constraints and behavioral migration (baton/faults/cases_gates2.py, oracles_gates.py)
+    "gate:non_exportable_state": "non-exportable-state-moved",
+    "gate:hardware_attestation_missing": "attestation-required-moved",
+    "gate:data_scope_unavailable": "data-scope-required-moved",
+    "gate:migration_unsafe": "unsafe-state-moved",  # with the two per-target findings switched off with it
+    "gate:behavioral_migration_approved": "behavioral-move",  # with gate:runtime_changed switched off with it
+    "gate:runtime_changed": "behavioral-move",  # with gate:behavioral_migration_approved switched off with it
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

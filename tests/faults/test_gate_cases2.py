@@ -10,6 +10,7 @@ backed by a companion finding (`FaultCase.companions`) also show each finding al
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _files(root: Path, placement: str, *, rule: dict[str, Any] | None = None,
-           calls: list[tuple[str, str]] = (), changes: list[dict[str, Any]] = ()) -> Path:
+           calls: Sequence[tuple[str, str]] = (), changes: Sequence[dict[str, Any]] = ()) -> Path:
     """One admitted deploy from `placement` at 02:00:05; provider calls (time, release) for the run."""
     root.mkdir(parents=True)
     (root / "reported.json").write_text(json.dumps({"run_id": RUN, "status": "verified"}))

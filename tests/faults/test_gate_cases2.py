@@ -112,6 +112,8 @@ def test_the_ablation_table_names_these_cases() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+@pytest.mark.integration
+@pytest.mark.slow
 def test_the_reason_switched_off_is_caught_by_the_cases_oracle(name: str, tmp_path: Path) -> None:
     case, question = CAUGHT_BY[name]
     result = run_ablation(name, cases=[case], root=tmp_path)
@@ -119,6 +121,8 @@ def test_the_reason_switched_off_is_caught_by_the_cases_oracle(name: str, tmp_pa
 
 
 @pytest.mark.parametrize("case", sorted({case for case, _ in CAUGHT_BY.values()}))
+@pytest.mark.integration
+@pytest.mark.slow
 def test_with_every_protection_on_the_gate_raises_the_reason_and_baton_is_clean(case: str, tmp_path: Path) -> None:
     result = run_case(CASES[case], "baton", 0, tmp_path)
     assert result.error is None, result.error
@@ -135,6 +139,8 @@ def test_with_every_protection_on_the_gate_raises_the_reason_and_baton_is_clean(
 
 @pytest.mark.parametrize("name", ["gate:migration_unsafe", "gate:behavioral_migration_approved",
                                   "gate:runtime_changed"])
+@pytest.mark.integration
+@pytest.mark.slow
 def test_each_stacked_finding_alone_holds(name: str, tmp_path: Path) -> None:
     """The case with only the reason's companions off (the reason itself on) stays clean."""
     case = CASES[CAUGHT_BY[name][0]]

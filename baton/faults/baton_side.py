@@ -22,8 +22,9 @@ from baton.authority_keys import JWKS_FILE
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
+from baton.faults.freeze import freeze_outside_transactions
 from baton.faults.pg import fresh_database
-from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.faults.rig import Rig, TargetOptions, sigcont, wait_until
 from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
 from baton.handoff.coordinator import HandoffRequest
 from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
@@ -127,9 +128,8 @@ class BatonRun:
     def freeze(self, placement: str) -> int:
         """SIGSTOP the worker process of `placement`: its heartbeat stops with it."""
         pid = self.pid(placement)
-        sigstop(pid)
         self.rig.cleanup.callback(sigcont, pid)  # never leave a stopped process behind
-        return pid
+        return freeze_outside_transactions(pid, self.store)
 
     def thaw(self, pid: int) -> None:
         sigcont(pid)

@@ -40,6 +40,9 @@ _CAUGHT_BY: dict[str, str] = {
     "store-claim-epoch": "stale-capability-after-move",
     "target-fence": "stale-capability-after-move",
     "idempotency": "killed-awaiting-reply",  # with reconcile-before-retry switched off with it
+    # the two checks against a capability that ran out in the worker's hand, each with the other as companion
+    "capability-check": "capability-expired-in-hand",
+    "store-claim-expiry": "capability-expired-in-hand",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

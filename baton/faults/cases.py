@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_epochs, cases_gates
+from baton.faults import cases_authority, cases_epochs, cases_gates
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -282,6 +282,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
               "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
+    FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
+              "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

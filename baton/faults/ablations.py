@@ -43,6 +43,9 @@ _CAUGHT_BY: dict[str, str] = {
     # the two checks against a capability that ran out in the worker's hand, each with the other as companion
     "capability-check": "capability-expired-in-hand",
     "store-claim-expiry": "capability-expired-in-hand",
+    # a move the policy allows, downgraded, to a placement whose ceiling was lowered under its standing worker
+    "authority-downgrade": "ceiling-lowered-downgrade-allowed",
+    "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

@@ -76,6 +76,9 @@ class FaultCase:
     """Ablation -> the other protections stacked against this case's fault, switched off with it when it alone is
     ablated, so that it is all that stands between the fault and the oracles (each one alone holds: run the
     case with only its companions off to see it clean)."""
+    handoff_policy: dict[str, Any] = field(default_factory=dict)
+    """Changes to the fleet's handoff policy for Baton's moves in this case (HandoffPolicy fields, e.g.
+    `allow_authority_downgrade`); empty: the fleet policy as it is."""
 
 
 def killed_after_seal(run: CaseRun, rig: Rig, notes: list[str]) -> None:
@@ -282,6 +285,10 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
               "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
+    FaultCase("ceiling-lowered-downgrade-allowed", "the target placement's ceiling is lowered below deploying, its "
+              "worker already up; the policy allows the downgrade", "deploy",
+              cases_authority.ceiling_lowered_downgrade_allowed, exercises=("authority_downgraded",),
+              handoff_policy={"allow_authority_downgrade": True}, companions=cases_authority.DOWNGRADE_COMPANIONS),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
 )

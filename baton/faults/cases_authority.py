@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, wait_until
 
 if TYPE_CHECKING:
@@ -45,3 +46,25 @@ def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None
     rig.release(point)
     notes.append(f"{run.strategy}: held at {point} for {HELD_S:.0f} s (lease kept), then let go on")
     notes.append(f"ended {run.wait_end()}")
+
+
+TARGET = "cloud-eu"
+LOWERED_CEILING = "SANDBOX_MUTATE"
+DOWNGRADE_COMPANIONS = {"gate:authority_downgraded": ("authority-downgrade",)}
+"""The gate's downgrade finding (which drops approvals for re-authorization) stands behind the resume's own
+downgrade of the run's authority to the target's ceiling: ablating the reason switches that off with it."""
+
+
+def ceiling_lowered_downgrade_allowed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """After VERIFIED the worker dies; the operator lowers the target placement's ceiling below what a deployment
+    needs while that placement's worker is already up; the policy allows moving a run there downgraded, and it is
+    moved there. Downgraded, it must not deploy from there: the deploy service's presented log shows every level
+    it admitted, and the operator's record the ceiling in force."""
+    if run.strategy == "baton":
+        run.worker(TARGET)  # standing, idle, started before the change: it must not resume on its start-up copy
+    run.worker(SOURCE, point="sealed:VERIFIED")
+    run.launch()
+    kill_at(run, rig, notes, "sealed:VERIFIED")
+    notes.append(run.change_placement(TARGET, authority_ceiling=LOWERED_CEILING))
+    run.wait_lease_lapsed()
+    move_or_stay(run, notes, TARGET)

@@ -46,6 +46,7 @@ _CAUGHT_BY: dict[str, str] = {
     # a move the policy allows, downgraded, to a placement whose ceiling was lowered under its standing worker
     "authority-downgrade": "ceiling-lowered-downgrade-allowed",
     "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
+    "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

@@ -79,6 +79,8 @@ class FaultCase:
     handoff_policy: dict[str, Any] = field(default_factory=dict)
     """Changes to the fleet's handoff policy for Baton's moves in this case (HandoffPolicy fields, e.g.
     `allow_authority_downgrade`); empty: the fleet policy as it is."""
+    approval_ttl_s: float | None = None
+    """How long the approvals Baton's authority service signs last in this case (None: its default)."""
 
 
 def killed_after_seal(run: CaseRun, rig: Rig, notes: list[str]) -> None:
@@ -289,6 +291,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "worker already up; the policy allows the downgrade", "deploy",
               cases_authority.ceiling_lowered_downgrade_allowed, exercises=("authority_downgraded",),
               handoff_policy={"allow_authority_downgrade": True}, companions=cases_authority.DOWNGRADE_COMPANIONS),
+    FaultCase("approval-expired-in-hand", "worker holds an approved deployment past the approval's expiry (lease "
+              "kept), then asks for its capability", "deploy", cases_authority.approval_expired_in_hand,
+              approval_ttl_s=cases_authority.APPROVAL_TTL_S),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
 )

@@ -68,3 +68,23 @@ def ceiling_lowered_downgrade_allowed(run: CaseRun, rig: Rig, notes: list[str]) 
     notes.append(run.change_placement(TARGET, authority_ceiling=LOWERED_CEILING))
     run.wait_lease_lapsed()
     move_or_stay(run, notes, TARGET)
+
+
+APPROVAL_TTL_S = 4.0
+"""The approvals the authority's approver signs in `approval-expired-in-hand` last this long."""
+APPROVAL_HELD_S = 2 * APPROVAL_TTL_S
+
+
+def approval_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The deployment is approved and the worker has checked its approval and sealed its intent (COMMITTING); it is
+    held there, its lease kept, until the approval has expired; then it asks for its capability and goes on."""
+    point = "sealed:COMMITTING" if run.strategy == "baton" else "before_send"
+    run.worker(SOURCE, point=point)
+    run.launch()
+    rig.wait_reached(point)
+    held = time.monotonic()
+    wait_until(lambda: time.monotonic() - held > APPROVAL_HELD_S, timeout_s=APPROVAL_HELD_S + 30.0,
+               what="the approval to run out")
+    rig.release(point)
+    notes.append(f"{run.strategy}: held at {point} for {APPROVAL_HELD_S:.0f} s (approvals last {APPROVAL_TTL_S:.0f} s)")
+    notes.append(f"ended {run.wait_end()}")

@@ -49,3 +49,48 @@ def test_the_case_lets_the_policy_allow_the_downgrade_and_names_its_companion() 
     assert case.handoff_policy == {"allow_authority_downgrade": True}
     assert isolated_companions(case, ("gate:authority_downgraded",)) == ("authority-downgrade",)
     assert isolated_companions(case, ("authority-downgrade",)) == ()
+
+
+APPROVAL_CASE = "approval-expired-in-hand"
+
+
+def test_an_approval_that_ran_out_in_hand_gets_no_capability(tmp_path: Path) -> None:
+    """All protections on: the authority refuses the capability (the approval expired after the SDK checked it)."""
+    from baton.faults.cases_authority import APPROVAL_TTL_S
+
+    result = run_case(CASES[APPROVAL_CASE], "baton", 0, tmp_path)
+    assert result.error is None and result.violated == [], (result.answers, result.notes)
+    assert result.status == "failed", result.notes
+    home = tmp_path / f"{APPROVAL_CASE}-baton" / "home"
+    assert _lines(home / "targets" / "deploy" / "deployments.jsonl") == []
+    signed = _lines(home / "authority" / "approver" / "approvals.jsonl")  # the approver's own record (--approval-ttl)
+    assert len(signed) == 1
+    import datetime as dt
+
+    lasted = dt.datetime.fromisoformat(str(signed[0]["expires_at"])) - dt.datetime.fromisoformat(str(signed[0]["at"]))
+    assert lasted.total_seconds() == pytest.approx(APPROVAL_TTL_S, abs=0.01)
+
+
+def _approval_case(root: Path, effect_at: str, approvals: list[dict[str, object]] | None) -> Path:
+    deploy = root / "home" / "targets" / "deploy"
+    deploy.mkdir(parents=True)
+    (root / "reported.json").write_text(json.dumps({"run_id": "run-x", "status": "verified"}))
+    (deploy / "deployments.jsonl").write_text(json.dumps({"seq": 1, "run_id": "run-x", "at": effect_at}) + "\n")
+    if approvals is not None:
+        approver = root / "home" / "authority" / "approver"
+        approver.mkdir(parents=True)
+        (approver / "approvals.jsonl").write_text("".join(json.dumps({"run_id": "run-x", "operation": "deploy", **a})
+                                                          + "\n" for a in approvals))
+    return root
+
+
+def test_the_approval_oracle_reads_the_effect_time_against_the_approvers_record(tmp_path: Path) -> None:
+    from baton.faults.oracles import CaseFiles, expired_approval
+
+    window = {"at": "2026-12-02T10:00:00+00:00", "expires_at": "2026-12-02T10:00:04+00:00"}
+    late = expired_approval(CaseFiles(_approval_case(tmp_path / "late", "2026-12-02T10:00:09.000000Z", [window])))
+    assert len(late) == 1 and "seq 1" in late[0] and "10:00:04" in late[0]
+    assert expired_approval(CaseFiles(_approval_case(tmp_path / "ok", "2026-12-02T10:00:02.000000Z", [window]))) == []
+    unsigned = expired_approval(CaseFiles(_approval_case(tmp_path / "none", "2026-12-02T10:00:02.000000Z", [])))
+    assert len(unsigned) == 1 and "0 deploy approval(s)" in unsigned[0]
+    assert expired_approval(CaseFiles(_approval_case(tmp_path / "control", "2026-12-02T10:00:02.000000Z", None))) == []

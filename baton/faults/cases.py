@@ -289,7 +289,7 @@ CASE_LIST: tuple[FaultCase, ...] = (
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
     FaultCase("ceiling-lowered-downgrade-allowed", "the target placement's ceiling is lowered below deploying, its "
               "worker already up; the policy allows the downgrade", "deploy",
-              cases_authority.ceiling_lowered_downgrade_allowed, exercises=("authority_downgraded",),
+              cases_gates.placement_ceiling_lowered, exercises=("authority_downgraded",),
               handoff_policy={"allow_authority_downgrade": True}, companions=cases_authority.DOWNGRADE_COMPANIONS),
     FaultCase("approval-expired-in-hand", "worker holds an approved deployment past the approval's expiry (lease "
               "kept), then asks for its capability", "deploy", cases_authority.approval_expired_in_hand,

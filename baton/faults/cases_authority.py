@@ -1,4 +1,4 @@
-"""Fault cases for the authority checks: a capability that runs out in the worker's hand.
+"""Fault cases for the authority checks: a capability or an approval that runs out in the worker's hand.
 
 `capability-expired-in-hand`: the authority issues a capability for the
 deployment (fault point `capability_issued`) and the worker is then held
@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, wait_until
 
 if TYPE_CHECKING:
@@ -34,40 +33,30 @@ EXPIRY_COMPANIONS = {"capability-check": ("store-claim-expiry",), "store-claim-e
 """The two checks that refuse an expired capability; each is tested alone (ablating one switches the other off)."""
 
 
-def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None:
-    """A worker holds a fresh capability, its lease kept, until the capability expires; then it presents it."""
-    point = "capability_issued" if run.strategy == "baton" else "before_send"
+def _held_past(run: CaseRun, rig: Rig, notes: list[str], point: str, seconds: float, what: str) -> None:
+    """Start the run's worker held at `point` (a control at `before_send`), keep it there `seconds` with its lease
+    kept, let it go on, and wait for the run's end."""
+    point = point if run.strategy == "baton" else "before_send"
     run.worker(SOURCE, point=point)
     run.launch()
     rig.wait_reached(point)
     held = time.monotonic()
-    wait_until(lambda: time.monotonic() - held > HELD_S, timeout_s=HELD_S + 30.0,
-               what="the held capability to run out")
+    wait_until(lambda: time.monotonic() - held > seconds, timeout_s=seconds + 30.0, what=what)
     rig.release(point)
-    notes.append(f"{run.strategy}: held at {point} for {HELD_S:.0f} s (lease kept), then let go on")
+    notes.append(f"{run.strategy}: held at {point} for {seconds:.0f} s (lease kept), then let go on")
     notes.append(f"ended {run.wait_end()}")
 
 
-TARGET = "cloud-eu"
-LOWERED_CEILING = "SANDBOX_MUTATE"
+def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A worker holds a fresh capability, its lease kept, until the capability expires; then it presents it."""
+    _held_past(run, rig, notes, "capability_issued", HELD_S, "the held capability to run out")
+
+
 DOWNGRADE_COMPANIONS = {"gate:authority_downgraded": ("authority-downgrade",)}
 """The gate's downgrade finding (which drops approvals for re-authorization) stands behind the resume's own
-downgrade of the run's authority to the target's ceiling: ablating the reason switches that off with it."""
-
-
-def ceiling_lowered_downgrade_allowed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
-    """After VERIFIED the worker dies; the operator lowers the target placement's ceiling below what a deployment
-    needs while that placement's worker is already up; the policy allows moving a run there downgraded, and it is
-    moved there. Downgraded, it must not deploy from there: the deploy service's presented log shows every level
-    it admitted, and the operator's record the ceiling in force."""
-    if run.strategy == "baton":
-        run.worker(TARGET)  # standing, idle, started before the change: it must not resume on its start-up copy
-    run.worker(SOURCE, point="sealed:VERIFIED")
-    run.launch()
-    kill_at(run, rig, notes, "sealed:VERIFIED")
-    notes.append(run.change_placement(TARGET, authority_ceiling=LOWERED_CEILING))
-    run.wait_lease_lapsed()
-    move_or_stay(run, notes, TARGET)
+downgrade of the run's authority to the target's ceiling: ablating the reason switches that off with it.
+(`ceiling-lowered-downgrade-allowed` runs the script of `placement-ceiling-lowered`, `cases_gates`, under a
+handoff policy that allows the downgrade.)"""
 
 
 APPROVAL_TTL_S = 4.0
@@ -78,13 +67,4 @@ APPROVAL_HELD_S = 2 * APPROVAL_TTL_S
 def approval_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """The deployment is approved and the worker has checked its approval and sealed its intent (COMMITTING); it is
     held there, its lease kept, until the approval has expired; then it asks for its capability and goes on."""
-    point = "sealed:COMMITTING" if run.strategy == "baton" else "before_send"
-    run.worker(SOURCE, point=point)
-    run.launch()
-    rig.wait_reached(point)
-    held = time.monotonic()
-    wait_until(lambda: time.monotonic() - held > APPROVAL_HELD_S, timeout_s=APPROVAL_HELD_S + 30.0,
-               what="the approval to run out")
-    rig.release(point)
-    notes.append(f"{run.strategy}: held at {point} for {APPROVAL_HELD_S:.0f} s (approvals last {APPROVAL_TTL_S:.0f} s)")
-    notes.append(f"ended {run.wait_end()}")
+    _held_past(run, rig, notes, "sealed:COMMITTING", APPROVAL_HELD_S, "the approval to run out")

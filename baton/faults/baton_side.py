@@ -49,7 +49,8 @@ class BatonRun:
 
     def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any],
                  task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None,
-                 lease_ttl_s: float | None = None) -> None:
+                 lease_ttl_s: float | None = None, handoff_policy: dict[str, Any] | None = None,
+                 approval_ttl_s: float | None = None) -> None:
         self.rig, self.kind, self.case_id = rig, kind, case_id
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
@@ -64,6 +65,8 @@ class BatonRun:
         self.constraints = PortabilityConstraints(**(constraints or {}))
         self.slots: dict[str, WorkerSlot] = {}
         self.lease_ttl_s = lease_ttl_s or LEASE_TTL_S
+        self.handoff_policy = dict(handoff_policy or {})
+        self.approval_ttl_s = approval_ttl_s
         self._supervisor: Supervisor | None = None
 
     # -- setup ----------------------------------------------------------------------------------
@@ -73,7 +76,8 @@ class BatonRun:
         catalog = self.rig.root / "authority-placements.json"
         dump_placements(DEFAULT_PLACEMENTS, catalog)
         url = self.database_url or f"sqlite:///{self.rig.home / 'baton.db'}"
-        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog)
+        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog,
+                                            approval_ttl_s=self.approval_ttl_s)
         self.rig.cleanup.callback(authority.stop)
         authority.start()
         trust = self.rig.home / "authority" / JWKS_FILE
@@ -154,6 +158,8 @@ class BatonRun:
         try:
             coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus, *agents),
                                             DispatchSettings(reservation_ttl_s=10.0, quiesce_timeout_s=2.0))
+            if self.handoff_policy:  # the case's change to the fleet policy (FaultCase.handoff_policy)
+                coordinator.policy = coordinator.policy.model_copy(update=self.handoff_policy)
             outcome = coordinator.handoff(HandoffRequest(self.run_id, reason, preferred_targets=(to,),
                                                          source_alive=source_alive, allow_same_placement=True))
         finally:

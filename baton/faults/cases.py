@@ -285,7 +285,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "deploy", cases_epochs.stale_capability_after_move, lease_ttl_s=cases_epochs.LEASE_TTL_S,
               companions=cases_epochs.EPOCH_COMPANIONS),
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
-              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
+              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",),
+              companions=cases_authority.FORBIDDEN_DOWNGRADE_COMPANIONS),
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
     FaultCase("non-exportable-state-moved", "a run whose state is non-exportable is moved out of its region and "
               "provider", "deploy", cases_gates2.non_exportable_state_moved, constraints=cases_gates2.NON_EXPORTABLE,

@@ -58,6 +58,11 @@ downgrade of the run's authority to the target's ceiling: ablating the reason sw
 (`ceiling-lowered-downgrade-allowed` runs the script of `placement-ceiling-lowered`, `cases_gates`, under a
 handoff policy that allows the downgrade.)"""
 
+FORBIDDEN_DOWNGRADE_COMPANIONS = {"gate:authority_downgrade_forbidden": ("authority-downgrade",)}
+"""Under the fleet policy the gate refuses a downgrade outright; with that reason off the move commits, and the
+resume's own downgrade (the executor reads the lowered ceiling from the catalog) still keeps the run from
+deploying. Ablating the refusal switches the resume's downgrade off with it, so the refusal alone is tested."""
+
 
 APPROVAL_TTL_S = 4.0
 """The approvals the authority's approver signs in `approval-expired-in-hand` last this long."""

@@ -51,6 +51,26 @@ def test_the_case_lets_the_policy_allow_the_downgrade_and_names_its_companion() 
     assert isolated_companions(case, ("authority-downgrade",)) == ()
 
 
+FORBIDDEN_CASE = "placement-ceiling-lowered"
+
+
+@pytest.mark.parametrize("off", [(), ("authority-downgrade",)], ids=["all-on", "resume-downgrade-off-alone"])
+def test_the_forbidding_policy_alone_keeps_the_run_off_the_lowered_placement(off: tuple[str, ...],
+                                                                             tmp_path: Path) -> None:
+    """Under the fleet policy the gate refuses the lowered placement; with the resume's downgrade off, that still holds."""
+    with ablation_env(*off) if off else nullcontext():
+        result = run_case(CASES[FORBIDDEN_CASE], "baton", 0, tmp_path)
+    assert result.error is None and result.violated == [], (result.answers, result.notes)
+    presented = _lines(tmp_path / f"{FORBIDDEN_CASE}-baton" / "home" / "targets" / "deploy" / "presented.jsonl")
+    assert presented and {line.get("placement") for line in presented} == {"local-gpu-eu"}, presented
+
+
+def test_the_refusal_names_the_resume_downgrade_as_its_companion() -> None:
+    """Since the executor reads the lowered ceiling at resume, the refusal alone is shadowed by the downgrade."""
+    case = CASES[FORBIDDEN_CASE]
+    assert isolated_companions(case, ("gate:authority_downgrade_forbidden",)) == ("authority-downgrade",)
+
+
 APPROVAL_CASE = "approval-expired-in-hand"
 
 

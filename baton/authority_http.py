@@ -54,7 +54,7 @@ from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.evidence import VerifierEvidence
 from baton.models.placement import Placement
 from baton.store.base import SqlStore
-from baton.targets.durable_files import append_line
+from baton.durable_files import append_line
 
 PORT_FILE = "port"
 APPROVER_DIR = "approver"

@@ -32,7 +32,7 @@ from baton.ablation import warn_if_ablated
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
 from baton.targets.capability_guard import TargetGuard, add_guard_arguments
-from baton.targets.durable_files import append_line, utc_now_text
+from baton.durable_files import append_line, utc_now_text
 from baton.targets.mutation_log import MutationLog, SealedOperationError
 
 PRESENTED_FILE = "presented.jsonl"

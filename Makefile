@@ -44,9 +44,13 @@ layers: install
 
 # Embedded defaults: Baton's store in ./.baton, Dagster's instance in ./.dagster_home (SQLite);
 # BATON_DATABASE_URL / DAGSTER_PG_URL (postgresql+psycopg2://...) select PostgreSQL instead.
+# DEMO_EXPERIMENT / DEMO_PLATFORM change the experiment and the platform's options (ports, fleet size);
+# tests/integration/test_make_demo.py runs this target with both.
+DEMO_EXPERIMENT ?= --runs 2000 --seed 7 --sweep
+DEMO_PLATFORM ?=
 demo: install
-	$(BIN)/baton experiment --runs 2000 --seed 7 --sweep
-	$(BIN)/baton platform
+	$(BIN)/baton experiment $(DEMO_EXPERIMENT)
+	$(BIN)/baton platform $(DEMO_PLATFORM)
 
 cli-demo: install
 	$(BIN)/baton demo

@@ -44,6 +44,7 @@ class Ablation(StrEnum):
     SECRET_SCAN = "secret-scan"
     SCHEMA_GATE = "schema-gate"
     VERIFIER_GATE = "verifier-gate"
+    STORE_CLAIM_EXPIRY = "store-claim-expiry"
 
 
 class UnknownAblation(ValueError):

@@ -54,9 +54,12 @@ from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.evidence import VerifierEvidence
 from baton.models.placement import Placement
 from baton.store.base import SqlStore
+from baton.durable_files import append_line
 
 PORT_FILE = "port"
 APPROVER_DIR = "approver"
+APPROVALS_FILE = "approvals.jsonl"
+"""The approver's own record of every approval it signed (under `KEYS/approver/`): run, artifact, expiry."""
 CALLERS_DIR = "callers"
 
 
@@ -91,9 +94,11 @@ class ApprovalAsk(BaseModel):
 class SigningApprover:
     """The approver role: policy decides, and the approver's own key (never the capability key) signs."""
 
-    def __init__(self, ring: KeyRing, policy: PolicyApprover | None = None) -> None:
+    def __init__(self, ring: KeyRing, policy: PolicyApprover | None = None, *, record: Path | None = None) -> None:
         self._ring = ring
         self.policy = policy or PolicyApprover()
+        self.record = record
+        """Where the approver writes down each approval it signs (None: nowhere)."""
 
     def trusted_keys(self) -> TrustedKeys:
         return self._ring.trusted()
@@ -108,7 +113,12 @@ class SigningApprover:
                                                        tuple(ask.evidence), now))
         if approval is None:
             raise AuthorityDeniedError(f"policy refuses {ask.operation!r} at {ask.level.value} on {ask.artifact_hash}")
-        return sign_approval(approval, self._ring.active)
+        signed = sign_approval(approval, self._ring.active)
+        if self.record is not None:
+            append_line(self.record, {"at": now.isoformat(), "run_id": ask.run_id, "approval_id": signed.approval_id,
+                                      "operation": signed.operation, "artifact_hash": signed.artifact_hash,
+                                      "level": signed.level.value, "expires_at": signed.expires_at.isoformat()})
+        return signed
 
 
 class AuthorityClient(Protocol):
@@ -263,10 +273,13 @@ def create_app(
 class AuthorityServiceProcess:
     """The authority service as a subprocess on a free loopback port; keys under `keys_dir`."""
 
-    def __init__(self, keys_dir: Path, store_url: str, *, catalog: Path | None = None) -> None:
+    def __init__(self, keys_dir: Path, store_url: str, *, catalog: Path | None = None,
+                 approval_ttl_s: float | None = None) -> None:
         self.keys_dir = Path(keys_dir)
         self.store_url = store_url
         self.catalog = catalog
+        self.approval_ttl_s = approval_ttl_s
+        """How long the approvals its approver signs last (None: the policy's default)."""
         self.url = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -298,6 +311,8 @@ class AuthorityServiceProcess:
         command = [sys.executable, "-m", "baton.authority_http", "--keys", str(self.keys_dir), "--store", self.store_url]
         if self.catalog is not None:
             command += ["--catalog", str(self.catalog)]
+        if self.approval_ttl_s is not None:
+            command += ["--approval-ttl", str(self.approval_ttl_s)]
         log = open(self.keys_dir / "service.log", "ab")  # noqa: SIM115 - handed to the child
         self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -352,9 +367,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", required=True, help="the SQL store URL whose leases the service checks")
     parser.add_argument("--catalog", type=Path, default=None, help="placement catalog JSON (default: built-in)")
     parser.add_argument("--max-ttl", type=float, default=300.0, help="longest capability lifetime, seconds")
+    parser.add_argument("--approval-ttl", type=float, default=PolicyApprover.ttl_s,
+                        help="how long an approval the approver signs lasts, seconds")
     args = parser.parse_args(argv)
+    if args.approval_ttl <= 0:
+        parser.error("--approval-ttl must be positive")
     warn_if_ablated("authority service")
-    approver = SigningApprover(KeyRing.load_or_create(args.keys / APPROVER_DIR))
+    approver = SigningApprover(KeyRing.load_or_create(args.keys / APPROVER_DIR), PolicyApprover(ttl_s=args.approval_ttl),
+                               record=args.keys / APPROVER_DIR / APPROVALS_FILE)
     # Only approvals the approver's key signed count: an unsigned or forged one is no approval at all.
     service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl,
                                approvers=TrustedKeys.load(args.keys / APPROVER_DIR / JWKS_FILE))

@@ -14,14 +14,18 @@ from typing import Any
 
 import streamlit as st
 
+from baton import clock
 from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment
-from baton.metrics.experiment_outcomes import outcome_rows, outcome_success
-from baton.metrics.export import analytics_path
+from baton.metrics.experiment_outcomes import outcome_rows
+from baton.metrics.definitions import handoff_metrics, verified_success
+from baton.metrics.export import _metric_row, analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix
 from baton.metrics.handoffs import handoff_requests, run_timeline
 from baton.metrics.history import read_history
 from baton.metrics.load import load_from_store
 from baton.metrics.read import MetricsSnapshot, read_snapshot
+from baton.metrics.target_effects import target_effects
+from baton.models.events import CATALOG_EVENT_RUN_ID
 from baton.store.factory import SQLITE_FILENAME, baton_home, database_url, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,11 +90,6 @@ def _experiment(path: str, key: Stamp) -> ExperimentSnapshot | None:
 
 
 @st.cache_data(show_spinner=False)
-def _outcomes(path: str, strategy: str, key: Stamp) -> list[dict[str, Any]]:
-    return outcome_success(Path(path), strategy)
-
-
-@st.cache_data(show_spinner=False)
 def _run_rows(path: str, key: Stamp) -> list[dict[str, Any]]:
     return outcome_rows(Path(path))
 
@@ -115,13 +114,9 @@ def experiment() -> ExperimentSnapshot | None:
     return _experiment(str(path), stamp(path))
 
 
-def experiment_outcomes(strategy: str) -> list[dict[str, Any]]:
-    path = experiment_file()
-    return _outcomes(str(path), strategy, stamp(path))
-
-
 def experiment_runs() -> list[dict[str, Any]]:
-    """Every row of the experiment's `run_outcomes` (reason and migration class "unknown" in an old file)."""
+    """Every row of the experiment's `run_outcomes` (reason and migration class "unknown", interventions None,
+    in an old file)."""
     path = experiment_file()
     return _run_rows(str(path), stamp(path))
 
@@ -171,3 +166,37 @@ def _timeline(run_id: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
 
 def timeline(run_id: str) -> list[dict[str, Any]]:
     return _timeline(run_id, store_stamp())
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def _runs_snapshot(run_ids: tuple[str, ...], key: tuple[object, ...]) -> MetricsSnapshot:
+    store = open_store(database_url(), home())
+    try:
+        con = load_from_store(store, target_effects(home()))
+    finally:
+        store.close()
+    try:
+        con.execute("CREATE TEMP TABLE kept (run_id VARCHAR)")
+        # Catalog events (placement and release changes) belong to no agent run and stay.
+        con.executemany("INSERT INTO kept VALUES (?)", [(run,) for run in (*run_ids, CATALOG_EVENT_RUN_ID)])
+        for table in ("events", "runs", "effects", "checkpoint_sizes"):
+            con.execute(f"DELETE FROM {table} WHERE run_id IS NOT NULL AND run_id NOT IN (SELECT run_id FROM kept)")
+        measured_at = clock.now().isoformat()
+        metrics = [dict(zip(_METRIC_COLUMNS, _metric_row(m, measured_at), strict=True)) for m in handoff_metrics(con)]
+        success = [{"kind": c.kind, "handoff": c.handoff, "migration_class": c.migration_class,
+                    "verified": c.verified, "finished": c.finished, "rate": c.rate.value,
+                    "low": (c.rate.interval or (None, None))[0], "high": (c.rate.interval or (None, None))[1]}
+                   for c in verified_success(con)]
+    finally:
+        con.close()
+    return MetricsSnapshot(path=home(), metrics=metrics, success=success)
+
+
+_METRIC_COLUMNS = ("name", "kind", "value", "numerator", "denominator", "low", "high", "p50", "p95", "unit", "count",
+                   "measured_at")
+
+
+def runs_snapshot(run_ids: list[str]) -> MetricsSnapshot:
+    """The twelve metrics and the verified-success cells recomputed now over these runs' events, effects and
+    checkpoints only (the same definitions the export uses), cached until the store changes."""
+    return _runs_snapshot(tuple(sorted(run_ids)), store_stamp())

@@ -24,6 +24,17 @@ class Filters:
     classes: tuple[str, ...] = ()
     window: str = "all time"
 
+    @property
+    def active(self) -> bool:
+        """Whether any filter restricts anything."""
+        return bool(self.kinds or self.reasons or self.classes) or WINDOWS[self.window] is not None
+
+    def describe(self) -> str:
+        """The choice in words, for a caption."""
+        parts = [f"{label} {', '.join(values)}" for label, values in
+                 (("agent kind", self.kinds), ("reason", self.reasons), ("migration class", self.classes)) if values]
+        return "; ".join(parts + ([self.window] if WINDOWS[self.window] is not None else [])) or "no filter"
+
     def since(self, now: dt.datetime) -> dt.datetime | None:
         span = WINDOWS[self.window]
         return None if span is None else now - span
@@ -66,3 +77,15 @@ def store_sidebar(view: dict[str, list[dict[str, Any]]]) -> Filters:
     requests = view["requests"]
     return sidebar([r["kind"] for r in view["runs"]] + [r["kind"] for r in requests],
                    [r["reason"] for r in requests], [r["migration_class"] for r in requests])
+
+
+def store_runs(view: dict[str, list[dict[str, Any]]], filters: Filters,
+               now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """The store's runs that pass: their agent kind, their last update inside the time window and, when a
+    reason or migration class is picked, at least one handoff request with that reason and class."""
+    runs = [r for r in view["runs"] if filters.keep(r, at="updated", now=now)]
+    if filters.reasons or filters.classes:
+        moved = {r["run_id"] for r in view["requests"] if filters.keep(r, reason="reason",
+                                                                      migration_class="migration_class")}
+        runs = [r for r in runs if r["run"] in moved]
+    return runs

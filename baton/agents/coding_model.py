@@ -35,7 +35,7 @@ from typing import Any
 from baton.agents.scripted_models import ModelReply, ModelStyle, count_tokens, model_for
 from baton.identity import canonical_json, sha256_ref
 from baton.models import BehavioralRelease, BudgetUsage
-from baton.targets.durable_files import append_line, read_lines, utc_now_text
+from baton.durable_files import append_line, read_lines, utc_now_text
 
 CALLS_FILE = "calls.jsonl"
 _OFF_BY_ONE = re.compile(r"\s*([-+])\s*1\b")

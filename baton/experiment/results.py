@@ -30,7 +30,8 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("length_class", "VARCHAR"), ("steps", "BIGINT"), ("faults", "BIGINT"), ("consequential", "BOOLEAN"),
         ("verified", "BOOLEAN"), ("duplicate_effects", "BIGINT"), ("stale_evidence_accepted", "BIGINT"),
         ("cost_usd", "DOUBLE"), ("compute_s", "DOUBLE"), ("completion_s", "DOUBLE"), ("handoffs", "BIGINT"),
-        ("reason", "VARCHAR"), ("migration_class", "VARCHAR")),
+        ("reason", "VARCHAR"), ("migration_class", "VARCHAR"),
+        ("interventions", "BIGINT")),
     "sweep_cells": (
         ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("run_length", "BIGINT"), ("fault_rate", "DOUBLE"),
         ("runs", "BIGINT"), ("success_rate", "DOUBLE"), ("cost_per_verified_usd", "DOUBLE"),

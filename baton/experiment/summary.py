@@ -62,4 +62,5 @@ def outcome_columns(experiment_id: str, w: Workload, results: list[StrategyRuns]
         "handoffs": np.concatenate([r.handoffs for r in results]),
         "reason": np.concatenate([r.reasons for r in results]),
         "migration_class": np.concatenate([r.migration_classes for r in results]),
+        "interventions": np.concatenate([r.interventions for r in results]),
     }

@@ -40,6 +40,20 @@ _CAUGHT_BY: dict[str, str] = {
     "store-claim-epoch": "stale-capability-after-move",
     "target-fence": "stale-capability-after-move",
     "idempotency": "killed-awaiting-reply",  # with reconcile-before-retry switched off with it
+    # portability constraints and behavioral migration (baton/faults/cases_gates2.py, oracles_gates.py)
+    "gate:non_exportable_state": "non-exportable-state-moved",
+    "gate:hardware_attestation_missing": "attestation-required-moved",
+    "gate:data_scope_unavailable": "data-scope-required-moved",
+    "gate:migration_unsafe": "unsafe-state-moved",  # with the two per-target findings switched off with it
+    "gate:behavioral_migration_approved": "behavioral-move",  # with gate:runtime_changed switched off with it
+    "gate:runtime_changed": "behavioral-move",  # with gate:behavioral_migration_approved switched off with it
+    # the two checks against a capability that ran out in the worker's hand, each with the other as companion
+    "capability-check": "capability-expired-in-hand",
+    "store-claim-expiry": "capability-expired-in-hand",
+    # a move the policy allows, downgraded, to a placement whose ceiling was lowered under its standing worker
+    "authority-downgrade": "ceiling-lowered-downgrade-allowed",
+    "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
+    "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -47,12 +61,13 @@ CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in A
 From the runs recorded in docs/fault-matrix.md. A case may name companions for an ablation
 (`FaultCase.companions`): redundant layers against the same fault (the three epoch checks; the
 target's idempotency behind reconciliation), switched off with it so that it alone stands between
-the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: either
-no case of the reference agents produces the fault only that protection answers (approval,
-evidence binding, most gate reasons), or a layer that has no switch stops it first (op-id sealing
-and the store claim's expiry check before the capability check; the fleet policy's refusal of
-downgrades before the downgrade itself; the resume's own environment comparison and
-reconciliation before the gate's informational reasons)."""
+the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
+case of the reference agents produces the fault only that protection answers (lease-cas needs two
+adopters racing one expired lease; evidence binding a candidate changed after VERIFIED without
+passing CANDIDATE_READY), a gate reason no deployment path can raise (the schema transforms, the
+same-region and same-provider rules, an unapproved behavioral migration under the fleet policy),
+or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
+unresolved_operations, checkpoint_not_resumable)."""
 
 
 class AblationResult(BaseModel):

@@ -22,8 +22,9 @@ from baton.authority_keys import JWKS_FILE
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
+from baton.faults.freeze import freeze_outside_transactions
 from baton.faults.pg import fresh_database
-from baton.faults.rig import Rig, TargetOptions, sigcont, sigstop, wait_until
+from baton.faults.rig import Rig, TargetOptions, sigcont, wait_until
 from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
 from baton.handoff.coordinator import HandoffRequest
 from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
@@ -48,7 +49,8 @@ class BatonRun:
 
     def __init__(self, rig: Rig, *, kind: str, store_url: str | None, case_id: str, limits: dict[str, Any],
                  task: dict[str, Any] | None = None, constraints: dict[str, Any] | None = None,
-                 lease_ttl_s: float | None = None) -> None:
+                 lease_ttl_s: float | None = None, handoff_policy: dict[str, Any] | None = None,
+                 approval_ttl_s: float | None = None) -> None:
         self.rig, self.kind, self.case_id = rig, kind, case_id
         self.run_id = f"{case_id}-{uuid.uuid4().hex[:6]}"
         self.database_url, drop = fresh_database(store_url, self.run_id) if store_url else (None, None)
@@ -63,6 +65,8 @@ class BatonRun:
         self.constraints = PortabilityConstraints(**(constraints or {}))
         self.slots: dict[str, WorkerSlot] = {}
         self.lease_ttl_s = lease_ttl_s or LEASE_TTL_S
+        self.handoff_policy = dict(handoff_policy or {})
+        self.approval_ttl_s = approval_ttl_s
         self._supervisor: Supervisor | None = None
 
     # -- setup ----------------------------------------------------------------------------------
@@ -72,7 +76,8 @@ class BatonRun:
         catalog = self.rig.root / "authority-placements.json"
         dump_placements(DEFAULT_PLACEMENTS, catalog)
         url = self.database_url or f"sqlite:///{self.rig.home / 'baton.db'}"
-        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog)
+        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog,
+                                            approval_ttl_s=self.approval_ttl_s)
         self.rig.cleanup.callback(authority.stop)
         authority.start()
         trust = self.rig.home / "authority" / JWKS_FILE
@@ -127,9 +132,8 @@ class BatonRun:
     def freeze(self, placement: str) -> int:
         """SIGSTOP the worker process of `placement`: its heartbeat stops with it."""
         pid = self.pid(placement)
-        sigstop(pid)
         self.rig.cleanup.callback(sigcont, pid)  # never leave a stopped process behind
-        return pid
+        return freeze_outside_transactions(pid, self.store)
 
     def thaw(self, pid: int) -> None:
         sigcont(pid)
@@ -154,6 +158,8 @@ class BatonRun:
         try:
             coordinator = build_coordinator(self.store, self.blobs, self.hosting, (deploy, corpus, *agents),
                                             DispatchSettings(reservation_ttl_s=10.0, quiesce_timeout_s=2.0))
+            if self.handoff_policy:  # the case's change to the fleet policy (FaultCase.handoff_policy)
+                coordinator.policy = coordinator.policy.model_copy(update=self.handoff_policy)
             outcome = coordinator.handoff(HandoffRequest(self.run_id, reason, preferred_targets=(to,),
                                                          source_alive=source_alive, allow_same_placement=True))
         finally:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_epochs, cases_gates
+from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -76,6 +76,11 @@ class FaultCase:
     """Ablation -> the other protections stacked against this case's fault, switched off with it when it alone is
     ablated, so that it is all that stands between the fault and the oracles (each one alone holds: run the
     case with only its companions off to see it clean)."""
+    handoff_policy: dict[str, Any] = field(default_factory=dict)
+    """Changes to the fleet's handoff policy for Baton's moves in this case (HandoffPolicy fields, e.g.
+    `allow_authority_downgrade`); empty: the fleet policy as it is."""
+    approval_ttl_s: float | None = None
+    """How long the approvals Baton's authority service signs last in this case (None: its default)."""
 
 
 def killed_after_seal(run: CaseRun, rig: Rig, notes: list[str]) -> None:
@@ -280,8 +285,32 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "deploy", cases_epochs.stale_capability_after_move, lease_ttl_s=cases_epochs.LEASE_TTL_S,
               companions=cases_epochs.EPOCH_COMPANIONS),
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
-              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",)),
+              "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",),
+              companions=cases_authority.FORBIDDEN_DOWNGRADE_COMPANIONS),
     *agent_cases(),  # coding and browser cases (baton/faults/cases_agents.py)
+    FaultCase("non-exportable-state-moved", "a run whose state is non-exportable is moved out of its region and "
+              "provider", "deploy", cases_gates2.non_exportable_state_moved, constraints=cases_gates2.NON_EXPORTABLE,
+              exercises=("non_exportable_state",)),
+    FaultCase("attestation-required-moved", "a run that needs attested hardware is moved to an unattested "
+              "placement", "deploy", cases_gates2.attestation_required_moved, constraints=cases_gates2.ATTESTED,
+              exercises=("hardware_attestation_missing",)),
+    FaultCase("data-scope-required-moved", "a run that needs a data scope is moved to a placement without it",
+              "deploy", cases_gates2.data_scope_required_moved, constraints=cases_gates2.SCOPED,
+              exercises=("data_scope_unavailable",)),
+    FaultCase("unsafe-state-moved", "a run whose non-exportable state needs attested hardware nowhere in its trust "
+              "domain is moved", "deploy", cases_gates2.unsafe_state_moved, constraints=cases_gates2.UNSAFE,
+              exercises=("migration_unsafe",), companions=cases_gates2.UNSAFE_COMPANIONS),
+    FaultCase("behavioral-move", "a model-v7 run is moved to a placement that serves only model-v8 (approved)",
+              "deploy", cases_gates2.behavioral_move, companions=cases_gates2.BEHAVIORAL_COMPANIONS),
+    FaultCase("ceiling-lowered-downgrade-allowed", "the target placement's ceiling is lowered below deploying, its "
+              "worker already up; the policy allows the downgrade", "deploy",
+              cases_gates.placement_ceiling_lowered, exercises=("authority_downgraded",),
+              handoff_policy={"allow_authority_downgrade": True}, companions=cases_authority.DOWNGRADE_COMPANIONS),
+    FaultCase("approval-expired-in-hand", "worker holds an approved deployment past the approval's expiry (lease "
+              "kept), then asks for its capability", "deploy", cases_authority.approval_expired_in_hand,
+              approval_ttl_s=cases_authority.APPROVAL_TTL_S),
+    FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
+              "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -24,6 +24,7 @@ from baton.ablation import ablation_env
 from baton.faults.cases import CASE_LIST, CASES, FaultCase
 from baton.faults.oracles import QUESTION_TEXT, Question, answer
 from baton.faults.oracles_agents import answer_agents
+from baton.faults.oracles_gates import answer_gates
 from baton.faults.rig import REPORTED_FILE, Rig
 from baton.faults.strategies import CONTROLS, STRATEGIES, make_run
 
@@ -116,6 +117,8 @@ def run_case(case: FaultCase, strategy: str, seed: int, root: Path, store_url: s
         rig.close()
     answers = answer(directory)
     for name, found in answer_agents(directory).items():
+        answers[Question(name)] = answers.get(Question(name), []) + found
+    for name, found in answer_gates(directory).items():  # baton/faults/oracles_gates.py
         answers[Question(name)] = answers.get(Question(name), []) + found
     return CaseResult(case_id=case.case_id, title=case.title, strategy=strategy, answers=answers,
                       status=status, notes=notes, error=error, seconds=round(time.monotonic() - started, 1),

@@ -15,7 +15,8 @@ def make_run(strategy: str, rig: Rig, case: FaultCase, store_url: str | None) ->
     """A fresh run of `case` under `strategy` in `rig` (Baton's store on `store_url` when given)."""
     if strategy == "baton":
         return BatonRun(rig, kind=case.kind, store_url=store_url, case_id=case.case_id, limits=case.limits,
-                        task=case.task, constraints=case.constraints, lease_ttl_s=case.lease_ttl_s)
+                        task=case.task, constraints=case.constraints, lease_ttl_s=case.lease_ttl_s,
+                        handoff_policy=case.handoff_policy, approval_ttl_s=case.approval_ttl_s)
     if strategy in CONTROLS:
         return TranscriptRun(rig, mode=strategy, kind=case.kind, case_id=case.case_id, limits=case.limits,
                         task=case.task, constraints=case.constraints)

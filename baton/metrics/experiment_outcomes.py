@@ -1,8 +1,9 @@
-"""Verified success with versus without handoff inside one strategy of the experiment file (contract-17).
+"""Figures over the experiment file's per-run rows (contract-17), so the dashboard can filter them.
 
-The experiment writes one row per run and strategy (`run_outcomes`); this groups a strategy's runs by
-agent kind and by whether they moved, with 95% Wilson intervals, in the cells
-`baton.metrics.figures.verified_success_figure` draws for the live fleet.
+The experiment writes one row per run and strategy (`run_outcomes`). `success_cells` groups one
+strategy's runs by agent kind, by whether they moved and by the class of their first move, with 95%
+Wilson intervals, in the cells `baton.metrics.figures.verified_success_figure` draws for the live
+fleet; `strategy_figures` recomputes the per-strategy summary over any subset of the rows.
 """
 
 from __future__ import annotations
@@ -15,39 +16,39 @@ import numpy as np
 
 from baton.metrics.intervals import wilson
 
-SIMULATED_CLASS = "simulated"
-"""These cells name their origin rather than a class; each run's class is `run_outcomes.migration_class`."""
-
-
-def outcome_success(path: Path, strategy: str) -> list[dict[str, Any]]:
-    """Cells (kind, handoff, migration_class, verified, finished, rate, low, high) of `strategy`'s runs."""
-    if not path.is_file():
-        return []
-    with duckdb.connect(str(path), read_only=True) as con:
-        rows = con.execute("""
-            SELECT agent_kind, CASE WHEN handoffs > 0 THEN 'with handoff' ELSE 'without handoff' END AS handoff,
-                   count(*) FILTER (WHERE verified), count(*)
-            FROM run_outcomes WHERE strategy = ? GROUP BY ALL ORDER BY ALL""", [strategy]).fetchall()
-    cells: list[dict[str, Any]] = []
-    for kind, handoff, verified, finished in rows:
-        low, high = wilson(int(verified), int(finished)) or (None, None)
-        cells.append({"kind": kind, "handoff": handoff,
-                      "migration_class": SIMULATED_CLASS if handoff == "with handoff" else "none",
-                      "verified": int(verified), "finished": int(finished),
-                      "rate": int(verified) / int(finished) if finished else None, "low": low, "high": high})
-    return cells
-
-
 UNKNOWN = "unknown"
 """Reason and migration class of runs in a file written before `run_outcomes` carried them."""
 
 OUTCOME_COLUMNS = ("strategy", "run_index", "agent_kind", "reason", "migration_class", "verified",
-                   "duplicate_effects", "stale_evidence_accepted", "cost_usd", "compute_s", "completion_s")
+                   "duplicate_effects", "stale_evidence_accepted", "cost_usd", "compute_s", "completion_s",
+                   "handoffs", "interventions")
+_LATER_COLUMNS = {"reason": f"'{UNKNOWN}'", "migration_class": f"'{UNKNOWN}'", "interventions": "NULL"}
+"""Columns a file from an older writer may lack, and what they read as."""
+
+
+def success_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cells (kind, handoff, migration_class, verified, finished, rate, low, high) over `rows` (one strategy's
+    run rows, already filtered); a run with handoffs is counted under the class of its first move."""
+    counts: dict[tuple[str, str, str], list[int]] = {}
+    for row in rows:
+        moved = bool(row["handoffs"])
+        key = (row["agent_kind"], "with handoff" if moved else "without handoff",
+               row["migration_class"] if moved else "none")
+        cell = counts.setdefault(key, [0, 0])
+        cell[0] += int(bool(row["verified"]))
+        cell[1] += 1
+    cells: list[dict[str, Any]] = []
+    for (kind, handoff, migration), (verified, finished) in sorted(counts.items()):
+        low, high = wilson(verified, finished) or (None, None)
+        cells.append({"kind": kind, "handoff": handoff, "migration_class": migration, "verified": verified,
+                      "finished": finished, "rate": verified / finished if finished else None, "low": low,
+                      "high": high})
+    return cells
 
 
 def outcome_rows(path: Path) -> list[dict[str, Any]]:
-    """Every row of `run_outcomes` (the columns the strategy figures need); a file from before the
-    reason and migration-class columns is read with both as UNKNOWN."""
+    """Every row of `run_outcomes` (the columns the figures need); a column an older file lacks reads as
+    `_LATER_COLUMNS` says (reason and migration class UNKNOWN, interventions None)."""
     if not path.is_file():
         return []
     with duckdb.connect(str(path), read_only=True) as con:
@@ -55,7 +56,8 @@ def outcome_rows(path: Path) -> list[dict[str, Any]]:
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'run_outcomes'").fetchall()}
         if not present:
             return []
-        select = ", ".join(name if name in present else f"'{UNKNOWN}' AS {name}" for name in OUTCOME_COLUMNS)
+        select = ", ".join(name if name in present else f"{_LATER_COLUMNS.get(name, 'NULL')} AS {name}"
+                           for name in OUTCOME_COLUMNS)
         cursor = con.execute(f"SELECT {select} FROM run_outcomes ORDER BY strategy, run_index")
         return [dict(zip(OUTCOME_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
 
@@ -82,7 +84,7 @@ def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) 
     """Per-strategy rows in `strategy_summary`'s shape, recomputed over the (already filtered) run rows.
 
     Strategy order and labels come from `summary`; a strategy none of whose runs passed has zero runs.
-    Interventions are not kept per run, so they are None here.
+    Interventions are None only for a file written before runs carried them.
     """
     by_strategy: dict[str, list[dict[str, Any]]] = {row["strategy"]: [] for row in summary}
     for row in rows:
@@ -95,7 +97,8 @@ def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) 
     return [{"strategy": strategy, "label": labels.get(strategy)} | strategy_figure(
                 column(runs, "verified", bool), column(runs, "duplicate_effects", np.int64),
                 column(runs, "stale_evidence_accepted", np.int64), column(runs, "cost_usd", float),
-                column(runs, "completion_s", float), column(runs, "compute_s", float), None)
+                column(runs, "completion_s", float), column(runs, "compute_s", float),
+                None if any(r["interventions"] is None for r in runs) else column(runs, "interventions", np.int64))
             for strategy, runs in by_strategy.items()]
 
 

@@ -71,9 +71,12 @@ class RunExecutor:
         lease_ttl_s: float,
         fence_targets: Sequence[FenceAware] = (),
         handoff_wait_s: float = 30.0,
+        placement_of: Callable[[str], Placement] | None = None,
     ) -> None:
         self.services = services
         self.placement = placement
+        self.placement_of = placement_of
+        """Reads a placement from the catalog as it is now (None: the start-up copy is all there is)."""
         self.owner = owner
         self.agent_for = agent_for
         self.lease_ttl_s = lease_ttl_s
@@ -113,7 +116,7 @@ class RunExecutor:
         store, run_id = self.services.store, lease.run_id
         process = f"{self.owner}/{run_id}"
         try:
-            plan = prepare_resume(store, self.services.blobs, run_id, placement=self.placement, epoch=lease.epoch)
+            plan = prepare_resume(store, self.services.blobs, run_id, placement=self._placement_now(), epoch=lease.epoch)
         except CheckpointIntegrityError as exc:  # nothing trustworthy to resume from: a human decides
             return self._finish(lease, Boundary.ESCALATED, f"the latest checkpoint does not restore: {exc}")
         if plan.checkpoint.boundary in TERMINAL:
@@ -145,6 +148,11 @@ class RunExecutor:
             if ctx.boundary in TERMINAL:
                 return self._finish(lease, ctx.boundary, "agent finished")
             return self._end_with(ctx, lease, RuntimeError(f"agent returned at {ctx.boundary.value}"))
+
+    def _placement_now(self) -> Placement:
+        """This worker's placement as the catalog has it at this resume: an operator may have changed it (a lowered
+        ceiling, a new region) since the worker started, and the resume must weigh what holds now."""
+        return self.placement if self.placement_of is None else self.placement_of(self.placement.name)
 
     def _end_with(self, ctx: RunContext, lease: Lease, exc: BaseException) -> RunOutcome:
         try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from baton.models import Event
-from baton.targets.durable_files import read_lines
+from baton.durable_files import read_lines
 from baton.targets.mutation_log import REQUESTS_FILE
 
 FENCED = "fenced"

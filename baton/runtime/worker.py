@@ -153,6 +153,8 @@ class Worker:
             self.services, self.placement, self.owner, agent_for=agent_for, lease_ttl_s=config.lease_ttl_s,
             fence_targets=(deploy, corpus, *(() if git_remote is None else (git_remote,)),
                            *(() if webapp is None else (webapp,))),
+            placement_of=None if config.placements_file is not None else (
+                lambda name: placement_named(current_placements(self.store), name)),
         )
         self.stop = threading.Event()
         self._running: dict[str, Future[RunOutcome]] = {}

@@ -14,10 +14,15 @@ the same thing whenever it is replayed (and after shrinking):
 | duplicate       | the n-th message to a target          | -                                  |
 | delay           | the n-th message to a target          | seconds until it arrives           |
 | doc_change      | the n-th store write by a worker      | the corpus document to change      |
+| catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 
 A stall longer than the lease makes the lease expire during a long step; a
 handoff with reason `better_model_released` changes the release mid-run and
-`doc_change` changes the environment (the corpus) under a research run.
+`doc_change` changes the environment (the corpus) under a research run;
+`catalog_change` changes the placement and release catalog under the runs (a
+release withdrawn, a placement re-homed, moved to another provider, losing a
+schema, verifier or tool contract, its ceiling lowered, its environment or
+runtime changed) and asks to move them onto what changed.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from baton.chaos import ChaosReason
+from baton.sim.catalog_faults import CATALOG_CHANGE, SUBKINDS
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
-WRITE_KINDS = ("crash", "stall", "handoff", "doc_change")
+WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE)
 KINDS = (*WRITE_KINDS, *MESSAGE_KINDS, "skew")
 _WRITE_SPAN = 90
 _MESSAGE_SPAN = 10
+_CATALOG_SPAN = 24
+"""A deploy run makes about 20 worker writes: a catalog change later than that finds every run ended."""
 
 
 @dataclass(frozen=True, order=True)
@@ -101,6 +109,8 @@ def _draw(rng: random.Random, kind: str) -> Fault:
         return Fault(kind, at, f"{rng.choice((0.5, 2.0, 8.0, 40.0))}" if kind == "delay" else "")
     if kind == "skew":
         return Fault(kind, rng.randint(1, 4), f"{rng.choice((-90.0, -5.0, 5.0, 90.0, 400.0))}")
+    if kind == CATALOG_CHANGE:
+        return Fault(kind, rng.randint(1, _CATALOG_SPAN), rng.choice(SUBKINDS))
     at = rng.randint(1, _WRITE_SPAN)
     if kind == "crash":
         return Fault(kind, at, rng.choice(("before", "after")))

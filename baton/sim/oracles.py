@@ -9,6 +9,11 @@ Nothing here calls Baton's predicates. The oracles read:
 * raw rows of the store (`runs`, `operations`, `blobs`, `checkpoints`) with plain SQL,
   decoding JSON themselves.
 
+* for the catalog cases of sec. 27 (`baton.sim.catalog_faults`): the operator's and
+  provider's own record of each change (written before the catalog call), the owner's
+  record of what each run needs and where it may run (written at launch), and the model
+  provider's bill.
+
 Each function returns a list of violations (empty when the invariant held).
 """
 
@@ -394,6 +399,97 @@ def every_run_ends(records: SimRecords) -> list[str]:
     return found
 
 
+# sec. 27: the catalog changed under the run ---------------------------------------------------------------------
+
+_HOSTING = (("state_schema", "readable_schema_versions", "could read only schemas"),
+            ("verifier_bundle", "verifiers", "hosted only verifiers"),
+            ("tool_contract", "tools", "hosted only tools"))
+"""(what the owner says the run needs, the placement fact the operator records, how to say it was missing)."""
+
+
+def _operator_record(records: SimRecords) -> list[tuple[float, dict[str, Any]]]:
+    from baton.sim.catalog_faults import OPERATOR_FILE
+
+    return sorted(((_elapsed(line["at"]), line) for line in _lines(records.root / OPERATOR_FILE)), key=lambda x: x[0])
+
+
+def _placement_facts(changes: list[tuple[float, dict[str, Any]]], placement: str, at: float) -> dict[str, Any]:
+    """fact -> (value, since when) for `placement` at `at`, by the operator's record."""
+    facts: dict[str, Any] = {}
+    for when, line in changes:
+        if when <= at and line.get("placement") == placement and isinstance(line.get("facts"), dict):
+            facts.update({name: (value, when) for name, value in line["facts"].items()})
+    return facts
+
+
+def _withdrawn(changes: list[tuple[float, dict[str, Any]]], at: float) -> dict[str, float]:
+    """release id -> since when it was withdrawn, for the releases withdrawn (and not published again) at `at`."""
+    gone: dict[str, float] = {}
+    for when, line in changes:
+        if when <= at:
+            for release_id in line.get("withdrawn", []):
+                gone.setdefault(str(release_id), when)
+            for release_id in (line.get("published") or {}).values():
+                gone.pop(str(release_id), None)
+    return gone
+
+
+def _decided(records: SimRecords, run_id: str, epoch: int) -> float | None:
+    """When the run was last reserved for a placement before `epoch` began: the move that led to it was decided
+    by then (a launch's reservation is the first; a worker adopts a reservation at the next epoch)."""
+    began = min((when for when, run, _owner, e in records.lease_history if run == run_id and e == epoch), default=None)
+    if began is None:
+        return None
+    return max((when for when, run, owner, _e in records.lease_history
+                if run == run_id and when <= began and str(owner).startswith("placement:")), default=began)
+
+
+def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
+    """No target accepted a mutation from an owner moved (reserved), by the operator's and provider's record,
+    on a placement outside the run's regions or providers, with a ceiling below the level presented, unable to
+    read the run's state schema, lacking its verifier bundle or tool contract, or on a release withdrawn by then
+    (the release the provider's bill last served the run before the mutation)."""
+    from baton.sim.catalog_faults import BILL_FILE, OWNER_FILE
+
+    changes = _operator_record(records)
+    if not changes:
+        return []
+    owners = json.loads((records.root / OWNER_FILE).read_text()) if (records.root / OWNER_FILE).exists() else {}
+    bill = sorted(((_elapsed(line["at"]), line) for line in _lines(records.root / BILL_FILE)), key=lambda x: x[0])
+    found = []
+    for message in _applies(records):
+        placement, needs = records.senders.get(message.sender), owners.get(message.run_id)
+        accepted = _accepted(message)
+        if placement is None or needs is None or not accepted or message.epoch is None:
+            continue
+        began = _decided(records, message.run_id, message.epoch)
+        if began is None:
+            continue
+        what = (f"{message.target} accepted message {message.seq} of {message.run_id} from {placement} "
+                f"(epoch {message.epoch}, reserved t={began:.3f})")
+        facts = _placement_facts(changes, placement, began)
+        for name, allowed in (("region", needs.get("regions")), ("provider", needs.get("providers"))):
+            if name in facts and allowed and facts[name][0] not in allowed:
+                found.append(f"wrong_placement: {what}, whose {name} was {facts[name][0]} since "
+                             f"t={facts[name][1]:.3f}; the run may run only in {allowed}")
+        level = str(_claims(message.capability or "").get("level", ""))
+        ceiling = facts.get("authority_ceiling")
+        if ceiling is not None and level and _rank(level) > _rank(str(ceiling[0])):
+            found.append(f"wrong_placement: {what} at {level}, its ceiling lowered to {ceiling[0]} at t={ceiling[1]:.3f}")
+        for need, fact, missing in _HOSTING:
+            hosted = facts.get(fact)
+            if hosted is not None and needs.get(need) not in hosted[0]:
+                found.append(f"unfit_placement: {what}, which {missing} {hosted[0]} since t={hosted[1]:.3f}; "
+                             f"the run needs {need} {needs.get(need)}")
+        served = [line for when, line in bill if line.get("account") == message.run_id and when <= accepted[0][0]]
+        gone = _withdrawn(changes, began)
+        release = str(served[-1].get("release_id")) if served else ""
+        if release in gone:
+            found.append(f"withdrawn_release: {what}, resting on model output of release {release[:19]}, "
+                         f"withdrawn at t={gone[release]:.3f}, before the move")
+    return found
+
+
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
     ("2 no stale epoch accepted", no_stale_epoch_accepted),
@@ -405,6 +501,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("8 budget never decreases", budget_never_decreases),
     ("9 no stale observation used", no_stale_observation_used),
     ("10 every run ends", every_run_ends),
+    ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
 )
 
 

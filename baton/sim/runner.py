@@ -133,3 +133,50 @@ def shrink(seed: int, plan: FaultPlan, *, ablate: Sequence[str] = (), kinds: tup
                 break
             n = min(len(faults), n * 2)
     return FaultPlan(tuple(faults)), tries
+
+
+def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tuple[RunKind, ...] = DEFAULT_KINDS,
+                   jobs: int = 1, on_result: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
+    """Each ablation in turn over seeds 0..seeds-1 (what `baton sim --ablate NAME` does for one), up to its first
+    violating seed; that seed's schedule shrunk, the shrunk schedule replayed twice with the ablation (the trail
+    hashes) and once with every protection on (a schedule that fails then too is no evidence for the ablation)."""
+    results = []
+    for name in names:
+        summary = run_many(range(seeds), faults, ablate=(name,), jobs=jobs, kinds=kinds, stop_at_first_failure=True)
+        result: dict[str, object] = {"ablation": name, "seeds_run": summary.seeds, "caught": bool(summary.failing),
+                                     "first_seed": None, "violations": None, "shrunk_schedule": None,
+                                     "replay_identical": None, "trail_hashes": None, "protected_ok": None}
+        if summary.failing:
+            first = summary.failing[0]
+            shrunk, _tries = shrink(first.seed, first.plan, ablate=(name,), kinds=kinds)
+            replays = [run_seed(first.seed, 0, (name,), plan=shrunk, kinds=kinds) for _ in range(2)]
+            protected = run_seed(first.seed, 0, plan=shrunk, kinds=kinds)
+            result.update(first_seed=first.seed, violations=sorted(invariants_of(replays[0])),
+                          evidence=replays[0].violations[:2],
+                          shrunk_schedule=[f.as_dict() for f in shrunk.faults],
+                          replay_identical=replays[0].trail_hash == replays[1].trail_hash,
+                          trail_hashes=[r.trail_hash for r in replays], protected_ok=protected.ok,
+                          caught=protected.ok and bool(replays[0].violations))
+        result["seconds"] = round(summary.seconds, 1)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+if __name__ == "__main__":  # python -m baton.sim.runner OUT.json NAME... (the ablation sweep of docs/benchmarks.md §7.2)
+    import json
+    import sys
+
+    from baton.faults.ablations import ABLATIONS
+
+    out, chosen = sys.argv[1], sys.argv[2:] or list(ABLATIONS)
+    done: list[dict[str, object]] = []
+
+    def _save(result: dict[str, object]) -> None:
+        done.append(result)
+        print(json.dumps(result, sort_keys=True), flush=True)
+        with open(out, "w", encoding="utf-8") as handle:
+            json.dump(done, handle, indent=1, sort_keys=True)
+
+    ablation_sweep(chosen, 100, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), jobs=2, on_result=_save)

@@ -36,7 +36,7 @@ from baton.chaos import ChaosReason, affected_placements, preferred_targets
 from baton.gateway import MutationGateway
 from baton.handoff.coordinator import HandoffRequest, reserved_owner
 from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
-from baton.models import AuthorityLevel, Placement, RunKind
+from baton.models import AuthorityLevel, Placement, PortabilityConstraints, RunKind
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.agent_registry import agent_for
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
@@ -45,6 +45,7 @@ from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
+from baton.sim import catalog_faults
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.memory_store import MemoryStore
 from baton.sim.network import Network
@@ -204,6 +205,14 @@ class World:
         self.pending_crash: dict[int, Process] = {}
         self.handoff_queue: list[Fault] = []
         self.doc_queue: list[str] = []
+        self.catalog_touched = False
+        self.catalog_busy = False
+        self.moving = 0
+        """Moves in flight: a catalog change waits for them (a move decided on the old catalog commits on it)."""
+        """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unread)."""
+        for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE):
+            (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
+        (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
         self._last_lease: dict[str, tuple[str | None, int]] = {}
         self.senders: dict[str, str] = {}
@@ -251,6 +260,8 @@ class World:
             self.handoff_queue.append(fault)
         elif fault.kind == "doc_change":
             self.doc_queue.append(fault.arg)
+        elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
+            self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
 
     def _lease_epoch(self, run_id: str) -> int:
         rows = self.store.raw("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
@@ -267,6 +278,7 @@ class World:
 
     def launch(self) -> None:
         rng = random.Random(f"launch:{self.config.seed}")
+        needs: dict[str, dict[str, Any]] = {}
         for index, kind in enumerate(self.config.kinds):
             run_id = f"sim{self.config.seed}-{kind.value}-{index}"
             placement = PLACEMENTS[rng.randrange(len(PLACEMENTS))]
@@ -276,7 +288,10 @@ class World:
                                                                    for k in range(3)]}
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
-                           authority)
+                           authority, constraints=PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
+                                                                         portable_to_providers=catalog_faults.PROVIDERS))
+            needs[run_id] = catalog_faults.owner_needs("model-v7", authority.value)
+            catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
             self.launch_authority[run_id] = spec.authority
@@ -321,6 +336,8 @@ class World:
         deploy, corpus = self.clients(process)
         targets = {deploy.name: deploy, corpus.name: corpus}
         owner = worker_owner(worker_id)
+        if self.catalog_touched:  # as the live worker: its placement from the store's catalog when it starts
+            placement = next(p for p in self.placements_now() if p.name == placement.name)
         services = RuntimeServices(
             store=self.store, blobs=self.blobs, authority=self.authority,
             gateway=MutationGateway(self.store, self.authority, targets, ceiling=placement.authority_ceiling),
@@ -372,6 +389,66 @@ class World:
                                                           allow_same_placement=True))
             self.sched.sleep(self.config.poll_s)
 
+    def placements_now(self) -> tuple[Placement, ...]:
+        """The world's placements as the store's catalog has them now (PLACEMENTS until a catalog fault)."""
+        return catalog_faults.current_catalog(self.store, [p.name for p in PLACEMENTS]) if self.catalog_touched \
+            else PLACEMENTS
+
+    def _catalog_target(self) -> str:
+        """The placement a catalog fault changes: the one the first active run is not on."""
+        for run_id in self.run_ids:
+            run = self.store.get_run(run_id)
+            if run.status == "active" and run.placement is not None:
+                return next(p.name for p in PLACEMENTS if p.name != run.placement)
+        return PLACEMENTS[-1].name
+
+    def _operate(self, fault: Fault) -> None:
+        """A catalog fault: the change, then the fleet moving every active run onto what changed."""
+        while self.moving or self.catalog_busy:
+            self.sched.sleep(0.05)
+        self.catalog_busy = True
+        try:
+            target = self._catalog_change(fault)
+        finally:
+            self.catalog_busy = False
+        deploy, corpus = self.clients(self.sched.process("operator"))
+        settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
+        self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements_now(), (deploy, corpus),
+                                                settings), target)
+        if fault.arg == "release_withdrawn":  # the provider restores what it withdrew: the fault stops
+            self.sched.sleep(catalog_faults.RESTORE_AFTER_S)
+            while self.moving or self.catalog_busy:
+                self.sched.sleep(0.05)
+            self.catalog_busy = True
+            try:
+                note = catalog_faults.restore_releases(self.store, self.root, self.store.db_now().isoformat())
+                self.sched.record(f"catalog restored: {note}")
+            finally:
+                self.catalog_busy = False
+
+    def _catalog_change(self, fault: Fault) -> str:
+        target = self._catalog_target()
+        at = self.store.db_now().isoformat()
+        self.catalog_touched = True
+        try:
+            note = catalog_faults.apply_catalog_change(self.store, self.root, fault.arg, target, at,
+                                                       [p.name for p in PLACEMENTS])
+            self.sched.record(f"catalog {fault.arg}: {note}")
+        except Exception as exc:  # noqa: BLE001 - a refused change (it would change nothing) is the operator's
+            self.sched.record(f"catalog {fault.arg} on {target} refused: {type(exc).__name__}")
+        return target
+
+    def _catalog_handoff(self, coordinator: Any, target: str) -> None:
+        """The fleet moves every active run onto the placement that changed (a planned move, as a rebalance)."""
+        for run_id in self.run_ids:
+            run = self.store.get_run(run_id)
+            if run.status != "active" or run.placement is None or run.placement == target:
+                continue
+            owner = self.store.get_lease(run_id).owner or ""
+            self._handoff(coordinator, HandoffRequest(
+                run_id=run_id, reason=ChaosReason.SCHEDULER_REBALANCE.handoff_reason, preferred_targets=(target,),
+                source_alive=owner.startswith("worker:"), allow_same_placement=False))
+
     def _take(self, queue: list[Any]) -> list[Any]:
         taken, queue[:] = list(queue), []
         return taken
@@ -399,12 +476,22 @@ class World:
             ))
 
     def _handoff(self, coordinator: Any, request: HandoffRequest) -> None:
+        while self.catalog_touched and self.catalog_busy:  # a move never reads the catalog during a change
+            self.sched.sleep(0.05)
+        self.moving += 1  # from here until it ends, the move's catalog stays as it read it
         try:
+            if self.catalog_touched:  # each move reads the catalog as it is now
+                coordinator = build_coordinator(
+                    self.store, self.blobs, self.placements_now(), coordinator.fence_targets,
+                    DispatchSettings(reservation_ttl_s=coordinator.lease_ttl_s,
+                                     quiesce_timeout_s=coordinator.quiesce_timeout_s))
             outcome = coordinator.handoff(request)
             self.sched.record(f"handoff {request.run_id} {request.reason}: {outcome.status.value} "
                               f"{outcome.target_placement} {outcome.abort_reason or ''}")
         except Exception as exc:  # noqa: BLE001 - a failed move is retried on the next lapse
             self.sched.record(f"handoff {request.run_id} {request.reason} raised {type(exc).__name__}")
+        finally:
+            self.moving -= 1
 
     # -- driving ----------------------------------------------------------------------------------------------
 
@@ -459,7 +546,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
         root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
-        with ablated, seeded_uuid4(config.seed), _quiet():
+        with ablated, seeded_uuid4(config.seed), _quiet(), _billed(root / catalog_faults.BILL_FILE):
             world = World(config, root)
             with clocks.use_clock(world.sched):
                 try:
@@ -491,6 +578,22 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
         else:
             shutil.rmtree(root, ignore_errors=True)
 
+
+
+@contextlib.contextmanager
+def _billed(path: Path) -> Iterator[None]:
+    """The scripted model provider bills every call it serves in the world's own bill file."""
+    from baton.agents.scripted_models import BILL_ENV
+
+    previous = os.environ.get(BILL_ENV)
+    os.environ[BILL_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(BILL_ENV, None)
+        else:
+            os.environ[BILL_ENV] = previous
 
 
 @contextlib.contextmanager

@@ -199,6 +199,8 @@ class OperationsSql(StoreCore):
         `recorded_at` is replaced); else at its own `recorded_at`.
         """
         self._require_prepared(entry)
+        if is_ablated(Ablation.STORE_CLAIM_EXPIRY):  # the claim stops judging the capability's expiry
+            valid_until = None
         for attempt in (1, 2):
             try:
                 if self.dialect.name == "postgres":

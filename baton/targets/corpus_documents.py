@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.identity import sha256_ref
-from baton.targets.durable_files import read_json, utc_now_text, write_json
+from baton.durable_files import read_json, utc_now_text, write_json
 
 DOCUMENTS_FILE = "documents.json"
 FORMAT = 1

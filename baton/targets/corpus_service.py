@@ -56,7 +56,7 @@ from baton.identity import sha256_ref
 from baton.models import Observation, SourceAuthority
 from baton.targets.audit import count_by_key, effects_of
 from baton.targets.corpus_documents import DOC_ID_PATTERN, DocumentStore
-from baton.targets.durable_files import utc_now_text
+from baton.durable_files import utc_now_text
 from baton.targets.http_client import MutationClient
 from baton.targets.http_server import (
     FENCING_RUN_HEADER,

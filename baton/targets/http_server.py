@@ -32,11 +32,11 @@ from baton.ablation import warn_if_ablated
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
 from baton.targets.capability_guard import TargetGuard, add_guard_arguments
-from baton.targets.durable_files import append_line, utc_now_text
+from baton.durable_files import append_line, utc_now_text
 from baton.targets.mutation_log import MutationLog, SealedOperationError
 
 PRESENTED_FILE = "presented.jsonl"
-"""The target's own record of the capability each admitted mutation presented (placement, level)."""
+"""The target's own record of the capability each admitted mutation presented (placement, level, expiry)."""
 
 OPERATION_HEADER = "X-Operation-Id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -96,7 +96,7 @@ async def apply_mutation(
 ) -> JSONResponse:
     """Run one mutation request through `log` and answer it (201 applied, 200 replayed).
 
-    An admitted capability's placement and level are written to `presented.jsonl` (what the target saw).
+    An admitted capability's placement, level and expiry are written to `presented.jsonl` (what the target saw).
 
     With `guard`, the capability in the request must fit it first; a refusal is
     written to the service's own request log as `capability:<reason>`.
@@ -114,7 +114,8 @@ async def apply_mutation(
                                  idempotency_key=key, payload=payload)
             append_line(log.directory / PRESENTED_FILE, {
                 "at": utc_now_text(), "operation_id": operation_id, "run_id": token.run_id, "epoch": token.epoch,
-                "placement": claims.placement, "level": claims.level.value})
+                "placement": claims.placement, "level": claims.level.value,
+                "capability_id": claims.capability_id, "expires_at": claims.expires_at.isoformat()})
         except CapabilityError as exc:
             log.refuse(operation_id, key, token, f"capability:{exc.reason}", str(exc))
             return refusal(403, f"capability:{exc.reason}", str(exc))

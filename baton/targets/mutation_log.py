@@ -36,7 +36,7 @@ from baton.ablation import Ablation, is_ablated
 from baton.errors import BatonError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FenceGuard, FencingToken
 from baton.models.operation import OperationState
-from baton.targets.durable_files import append_line, read_lines, repair_tail, utc_now_text
+from baton.durable_files import append_line, read_lines, repair_tail, utc_now_text
 
 REQUESTS_FILE = "requests.jsonl"
 SEALED_FILE = "sealed.jsonl"

@@ -63,7 +63,7 @@ from baton.identity import ref_of
 from baton.models.authority import AuthorityLevel
 from baton.targets.audit import count_by_key, effects_of
 from baton.targets.capability_guard import KeyFile, TargetGuard, TargetPolicy, guard_from_arguments
-from baton.targets.durable_files import read_json, write_json
+from baton.durable_files import read_json, write_json
 from baton.targets.http_client import MutationClient
 from baton.targets.http_server import (
     PORT_FILE,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from baton import clock
-from baton.targets.durable_files import append_line, read_lines, repair_tail
+from baton.durable_files import append_line, read_lines, repair_tail
 from baton.targets.webapp_form import page_fields, snapshot_hash
 
 SESSIONS_FILE = "sessions.jsonl"

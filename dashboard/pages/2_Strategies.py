@@ -28,6 +28,10 @@ if not summary:
     st.stop()
 runs = data.experiment_runs()
 filters = sidebar([r["agent_kind"] for r in runs], [r["reason"] for r in runs], [r["migration_class"] for r in runs])
+if filters.window != "all time":
+    st.caption("The time window cannot apply to this page: the experiment's runs are simulated and have no "
+               "wall-clock time. Agent kind, reason and migration class apply to the charts and the table above the "
+               "sweep.")
 if filters.kinds or filters.reasons or filters.classes:
     summary = strategy_figures(
         [r for r in runs if filters.keep(r, kind="agent_kind", reason="reason", migration_class="migration_class")],
@@ -47,6 +51,11 @@ sweep = result.sweep
 if not sweep:
     st.info(howto.SWEEP)
     st.stop()
+if filters.kinds or filters.reasons or filters.classes:
+    st.caption(f"The filters ({filters.describe()}) cannot apply to the crossover plot, the winner map or the "
+               "sentence under them: the sweep keeps one row per cell and strategy (its totals), not one per run, "
+               "so there is nothing per agent kind, reason or migration class to select. They show every run of "
+               "each cell.")
 strategies = list(dict.fromkeys(c["strategy"] for c in sweep))
 lengths = sorted({c["run_length"] for c in sweep})
 length = st.selectbox("run length (steps)", lengths, index=len(lengths) - 1, key="sweep_length")

@@ -10,7 +10,7 @@ from baton.metrics.figures import timeline_figure
 from baton.metrics.links import dagster_partition_url
 from baton.metrics.links import dagster_url
 from dashboard import data, howto
-from dashboard.filters import store_sidebar
+from dashboard.filters import store_runs, store_sidebar
 
 st.set_page_config(page_title="Baton: run timeline", layout="wide")
 st.title("Per-run handoff timeline")
@@ -23,15 +23,9 @@ if not view["runs"]:
 
 now = dt.datetime.now(dt.UTC)
 kinds = {r["run"]: r["kind"] for r in view["runs"]}
-moved = [r for r in view["requests"]
-         if filters.keep(r, reason="reason", migration_class="migration_class", at="requested_at", now=now)]
-if filters.reasons or filters.classes:
-    candidates = list(dict.fromkeys(r["run_id"] for r in moved))
-else:
-    candidates = [r["run"] for r in sorted(view["runs"], key=lambda r: r["updated"], reverse=True)
-                  if filters.keep(r, at="updated", now=now)]
-    handed = {r["run_id"] for r in moved}
-    candidates.sort(key=lambda run: run not in handed)  # runs that moved first
+candidates = [r["run"] for r in sorted(store_runs(view, filters, now), key=lambda r: r["updated"], reverse=True)]
+handed = {r["run_id"] for r in view["requests"]}
+candidates.sort(key=lambda run: run not in handed)  # runs that moved first
 if not candidates:
     st.info("No run matches the filters.")
     st.stop()

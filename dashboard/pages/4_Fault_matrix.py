@@ -12,6 +12,9 @@ from dashboard import data, howto
 st.set_page_config(page_title="Baton: fault matrix", layout="wide")
 st.title("Failure injection: Baton against two transcript-only controls")
 
+st.caption("The sidebar's filters (agent kind, reason, migration class, time window) do not apply to this page: "
+           "each case is one scripted fault run once per strategy, with no agent-kind mix, and the ablation table is "
+           "a fixed list of switches.")
 path, report = data.fault_matrix()
 if report is None:
     st.info(howto.FAULTS)

@@ -8,8 +8,9 @@ from collections import Counter
 import streamlit as st
 
 from baton.metrics.figures import fleet_status_figure
+from baton.models.events import CATALOG_EVENT_RUN_ID
 from dashboard import data, howto
-from dashboard.filters import store_sidebar
+from dashboard.filters import store_runs, store_sidebar
 
 REFRESH_S = 5
 STATUSES = ("active", "verified", "failed", "escalated")
@@ -28,7 +29,7 @@ def fleet() -> None:
         st.info(howto.FLEET)
         return
     now = dt.datetime.now(dt.UTC)
-    runs = [r for r in view["runs"] if filters.keep(r, at="updated", now=now)]
+    runs = store_runs(view, filters, now)
     counts = Counter(r["status"] for r in runs)
     for column, status in zip(st.columns(4), STATUSES, strict=True):
         column.metric(status, counts.get(status, 0))
@@ -37,10 +38,12 @@ def fleet() -> None:
     st.subheader("Active runs")
     st.dataframe([r for r in runs if r["status"] == "active"], width="stretch", hide_index=True)
     st.subheader("Latest events")
-    kinds = {r["run"]: r["kind"] for r in view["runs"]}
-    st.dataframe([e for e in view["recent"] if filters.keep({**e, "kind": kinds.get(e["run"])}, reason="reason",
-                                                            at="at", now=now)],
-                 width="stretch", hide_index=True)
+    kept = {r["run"] for r in runs}
+    narrowed = bool(filters.kinds or filters.reasons or filters.classes)
+    st.caption("Of the store's latest 50 events, those of the runs above (and, with no kind, reason or class "
+               "picked, those of no run: placement and release changes), inside the time window.")
+    st.dataframe([e for e in view["recent"] if (e["run"] in kept or (e["run"] in (None, CATALOG_EVENT_RUN_ID) and not narrowed))
+                  and filters.keep(e, kind=None, at="at", now=now)], width="stretch", hide_index=True)
 
 
 fleet()

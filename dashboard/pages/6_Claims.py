@@ -13,6 +13,8 @@ REPORT = Path(os.environ.get("BATON_EVIDENCE_REPORT",
 
 st.set_page_config(page_title="Baton claims", layout="wide")
 st.title("The chapter's claims, tested")
+st.caption("The sidebar's filters do not apply to this page: each claim is one experiment's finding, "
+           "not a set of runs to select.")
 if not REPORT.is_file():
     st.info("No evidence report yet: run `baton report` (it writes docs/evidence-report.md and .json).")
 else:

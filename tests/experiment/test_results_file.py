@@ -17,7 +17,7 @@ CONTRACT = {
                         "mean_completion_s p95_completion_s compute_s interventions",
     "run_outcomes": "experiment_id strategy run_index agent_kind length_class steps faults consequential verified "
                     "duplicate_effects stale_evidence_accepted cost_usd compute_s completion_s handoffs reason "
-                    "migration_class",
+                    "migration_class interventions",
     "sweep_cells": "experiment_id strategy run_length fault_rate runs success_rate cost_per_verified_usd "
                    "mean_completion_s duplicate_effects winner",
     "experiment_metrics": "experiment_id strategy name kind value numerator denominator low high p50 p95 unit count",

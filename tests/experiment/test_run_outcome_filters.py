@@ -57,7 +57,7 @@ def _crafted(path: Path) -> None:
                "length_class": "short", "steps": 5, "faults": 0 if reason == "none" else 1, "consequential": False,
                "verified": verified, "duplicate_effects": duplicates, "stale_evidence_accepted": 0, "cost_usd": cost,
                "compute_s": 1.0, "completion_s": 10.0, "handoffs": 0 if migration == "none" else 1,
-               "reason": reason, "migration_class": migration}
+               "reason": reason, "migration_class": migration, "interventions": 0}
         for name in columns:
             columns[name].append(row[name])
     write_experiment(ExperimentResult(meta=_meta(), summary=[_summary_row("baton"), _summary_row("restart")],

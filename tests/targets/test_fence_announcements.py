@@ -8,7 +8,7 @@ import pytest
 
 from baton.errors import FencedTokenError
 from baton.fencing import FencingToken
-from baton.targets.durable_files import read_lines
+from baton.durable_files import read_lines
 from baton.targets.mutation_log import FENCE_ADVANCED, MutationLog
 
 

@@ -11,7 +11,7 @@ from baton.errors import FencedTokenError, PayloadMismatchError
 from baton.fencing import FencingToken
 from baton.models import OperationState
 from baton.targets.audit import count_by_key
-from baton.targets.durable_files import append_line, read_lines, write_json
+from baton.durable_files import append_line, read_lines, write_json
 from baton.targets.http_server import Ambiguity
 from baton.targets.mutation_log import DirectoryInUseError, MutationLog, SealedOperationError
 

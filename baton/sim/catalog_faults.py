@@ -1,0 +1,150 @@
+"""Catalog faults: the world under a run changes mid-run (the placement and release cases of sec. 27).
+
+A `catalog_change` fault fires at the n-th store write by a worker (like the
+other write faults) and names one sub-kind in its `arg`. When it fires, the
+simulated operator (or model provider) first appends what it is about to do
+to its own record file, then makes the change through the same catalog calls
+the live operator, `baton placement update` / `baton release ...` and the
+fleet's chaos make (`baton.catalog.changes`). The change hits the placement
+the world's first active run is *not* on; the fleet then asks to move every
+active run there (a planned move, as a rebalance is). The gate, reading the
+store's catalog as it does live, must refuse or downgrade the move; the
+oracles (`baton.sim.oracles`) read the operator's record, the owner's record
+of what each run needs, the provider's bill and the targets' own logs.
+
+| sub-kind             | the change                                                                    |
+|----------------------|-------------------------------------------------------------------------------|
+| release_withdrawn    | the runs' releases (v7, v8) withdrawn; a new alias release published there   |
+| placement_left_region| the placement re-homed to us-east (the runs may run only in the EU)           |
+| provider_changed     | the placement moved to a provider the runs may not use                        |
+| schema_lost          | its workers read only older checkpoint schemas                                |
+| verifier_lost        | it no longer hosts the deploy checker (nor the release's verifier bundle)     |
+| tools_lost           | it no longer hosts the releases' tool contract                                |
+| ceiling_lowered      | its authority ceiling lowered to SANDBOX_MUTATE (its standing worker unaware) |
+| environment_changed  | its tool versions changed                                                     |
+| runtime_changed      | its runtime image changed                                                     |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from baton.catalog.changes import publish_release, update_placement, withdraw_release
+from baton.catalog.releases import RELEASES
+from baton.catalog.seed import hosted_placements
+from baton.errors import CatalogConflictError
+from baton.models import Placement
+from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION
+from baton.placements import DEFAULT_PLACEMENTS
+
+CATALOG_CHANGE = "catalog_change"
+SUBKINDS: tuple[str, ...] = (
+    "release_withdrawn", "placement_left_region", "provider_changed", "schema_lost", "verifier_lost",
+    "tools_lost", "ceiling_lowered", "environment_changed", "runtime_changed",
+)
+OPERATOR_FILE = "operator/catalog.jsonl"
+"""The operator's and the provider's own record of every change, written before the catalog call."""
+OWNER_FILE = "owner/runs.json"
+"""Each run's needs and residency rule as its owner declared them at launch (before the run started)."""
+BILL_FILE = "provider/bill.jsonl"
+"""The model provider's bill (`baton.agents.scripted_models.record_bill`)."""
+
+REGIONS: tuple[str, ...] = ("eu-central", "eu-west")
+PROVIDERS: tuple[str, ...] = ("cloudco", "local")
+OUTSIDE_REGION = "us-east"
+OTHER_PROVIDER = "othercloud"
+LOWERED_CEILING = "SANDBOX_MUTATE"
+ALIAS_NAME = "model-v7b"
+ALIAS = RELEASES["model-v7"].model_copy(update={"model": "scripted-model-v7-2026-12"})
+"""What the provider serves under its model alias after withdrawing v7 and v8: a manifest no run is pinned to."""
+WITHDRAWN = ("model-v7", "model-v8")
+RESTORE_AFTER_S = 30.0
+"""How long after withdrawing them the provider publishes the withdrawn releases again (virtual seconds).
+
+A release withdrawn for good leaves a run whose worker died with nowhere to go: no move passes the gate and
+nothing ends the run (invariant 10). The simulation's faults stop, so the provider restores them."""
+
+
+def owner_needs(release_name: str, authority: str) -> dict[str, Any]:
+    """What a run needs wherever it runs, from its release manifest, and where it may run."""
+    release = RELEASES[release_name]
+    return {"release_id": release.release_id, "state_schema": CHECKPOINT_SCHEMA_VERSION,
+            "verifier_bundle": release.verifier_bundle, "tool_contract": release.tool_contract,
+            "authority": authority, "regions": list(REGIONS), "providers": list(PROVIDERS)}
+
+
+def write_owner_record(root: Path, needs: dict[str, dict[str, Any]]) -> None:
+    path = root / OWNER_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(needs, sort_keys=True))
+
+
+def _facts(subkind: str, placement: Placement) -> dict[str, Any]:
+    """The placement facts a sub-kind changes, as the operator records them (lists replaced whole)."""
+    if subkind == "placement_left_region":
+        return {"region": OUTSIDE_REGION}
+    if subkind == "provider_changed":
+        return {"provider": OTHER_PROVIDER}
+    if subkind == "schema_lost":
+        return {"readable_schema_versions": [v for v in ("1", "2") if v != CHECKPOINT_SCHEMA_VERSION]}
+    if subkind == "verifier_lost":
+        return {"verifiers": [v for v in placement.verifiers if v == "citations-1"]}
+    if subkind == "tools_lost":
+        contracts = {release.tool_contract for release in RELEASES.values()}
+        return {"tools": [t for t in placement.tools if t not in contracts]}
+    if subkind == "ceiling_lowered":
+        return {"authority_ceiling": LOWERED_CEILING}
+    if subkind == "environment_changed":
+        return {"tool_versions": {tool: f"{version}.1" for tool, version in placement.environment.tool_versions.items()}}
+    if subkind == "runtime_changed":
+        return {"runtime_image": f"{placement.environment.runtime_image}+rebuilt"}
+    raise ValueError(f"unknown catalog change {subkind!r}; known: {', '.join(SUBKINDS)}")
+
+
+def _record(root: Path, line: dict[str, Any]) -> None:
+    path = root / OPERATOR_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, at_iso: str,
+                         names: Sequence[str]) -> str:
+    """Make `subkind` happen to `placement`: the operator's (provider's) record first, then the catalog call."""
+    current = hosted_placements(store, DEFAULT_PLACEMENTS, list(names))[placement]
+    if subkind == "release_withdrawn":
+        _record(root, {"at": at_iso, "subkind": subkind,
+                       "withdrawn": [RELEASES[name].release_id for name in WITHDRAWN],
+                       "published": {ALIAS_NAME: ALIAS.release_id}, "placement": placement})
+        for name in WITHDRAWN:
+            withdraw_release(store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
+        publish_release(store, ALIAS, name=ALIAS_NAME, placements=[placement], actor="provider")
+        return f"withdrew {list(WITHDRAWN)}, published {ALIAS_NAME} on {placement}"
+    facts = _facts(subkind, current)
+    _record(root, {"at": at_iso, "subkind": subkind, "placement": placement, "facts": facts})
+    update_placement(store, placement, actor="operator", reason=f"{subkind} mid-run", **facts)
+    return f"placement {placement} now {facts}"
+
+
+def restore_releases(store: Any, root: Path, at_iso: str) -> str:
+    """The provider publishes the withdrawn releases again on the placements of the default catalog."""
+    offered = {name: [p.name for p in DEFAULT_PLACEMENTS if RELEASES[name].release_id in p.supported_release_ids]
+               for name in WITHDRAWN}
+    _record(root, {"at": at_iso, "subkind": "release_restored",
+                   "published": {name: RELEASES[name].release_id for name in WITHDRAWN}})
+    for name in WITHDRAWN:
+        try:
+            publish_release(store, RELEASES[name].release_id, placements=offered[name], actor="provider",
+                            reason="restored")
+        except CatalogConflictError:  # an earlier withdrawal's restore published it already
+            continue
+    return f"published {list(WITHDRAWN)} again"
+
+
+def current_catalog(store: Any, names: Sequence[str]) -> tuple[Placement, ...]:
+    """The store's record of the world's placements (seeding an empty catalog from the defaults first)."""
+    hosted = hosted_placements(store, DEFAULT_PLACEMENTS, list(names))
+    return tuple(hosted[name] for name in names)

@@ -1,0 +1,122 @@
+"""Catalog faults (the sec.-27 placement and release cases) under the simulation.
+
+Each sub-kind changes the catalog through the live catalog calls and asks to move the runs onto what changed.
+With the protection that refuses such a move switched off, the oracle reading the operator's record, the owner's
+record and the targets' logs catches it; with every protection on, the same schedule passes; and a replay gives
+the same event trail.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from baton.models import RunKind
+from baton.sim.catalog_faults import CATALOG_CHANGE, OPERATOR_FILE, SUBKINDS
+from baton.sim.faults import Fault, FaultPlan, generate
+from baton.sim.oracles import moved_onto_a_changed_catalog
+from baton.sim.runner import config_for, invariants_of, run_seed
+from baton.sim.scheduler import START
+from baton.sim.world import SimRecords, run_world
+
+BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
+
+CAUGHT = [
+    ("release_withdrawn", "gate:release_incompatible", "withdrawn_release"),
+    ("placement_left_region", "gate:region_not_allowed", "wrong_placement"),
+    ("provider_changed", "gate:provider_not_allowed", "wrong_placement"),
+    ("schema_lost", "schema-gate", "unfit_placement"),
+    ("schema_lost", "gate:state_schema_incompatible", "unfit_placement"),
+    ("verifier_lost", "verifier-gate", "unfit_placement"),
+    ("verifier_lost", "gate:verifier_unavailable", "unfit_placement"),
+    ("tools_lost", "gate:tool_contract_unavailable", "unfit_placement"),
+    ("ceiling_lowered", "gate:authority_downgrade_forbidden", "wrong_placement"),
+]
+
+
+def _plan(subkind: str, at: int = 3) -> FaultPlan:
+    return FaultPlan((Fault(CATALOG_CHANGE, at, subkind),))
+
+
+@pytest.mark.parametrize(("subkind", "ablation", "oracle"), CAUGHT)
+def test_a_move_onto_a_changed_catalog_is_caught_only_with_the_protection_off(subkind: str, ablation: str,
+                                                                               oracle: str) -> None:
+    plan = _plan(subkind)
+    ablated = run_seed(1, 0, (ablation,), plan=plan, kinds=BOTH)
+    assert oracle in invariants_of(ablated), ablated.violations
+    assert [f.describe() for f in ablated.fired] == [f"{CATALOG_CHANGE}@3({subkind})"]
+    protected = run_seed(1, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+    assert protected.trail_hash != ablated.trail_hash
+
+
+def test_a_catalog_fault_replays_to_the_same_trail() -> None:
+    plan = _plan("placement_left_region")
+    first = run_seed(1, 0, ("gate:region_not_allowed",), plan=plan, kinds=BOTH)
+    second = run_seed(1, 0, ("gate:region_not_allowed",), plan=plan, kinds=BOTH)
+    assert first.trail_hash == second.trail_hash and first.violations == second.violations
+
+
+def test_the_change_goes_through_the_catalog_and_the_fleet_reads_it() -> None:
+    outcome = run_seed(1, 0, plan=_plan("placement_left_region"), kinds=BOTH, keep_trail=True)
+    trail = outcome.trail or []
+    assert any("w catalog_update_placement" in line for line in trail)
+    refused = [line for line in trail if "handoff sim1-deploy-0 scheduler_rebalance" in line]
+    assert refused and "aborted" in refused[0] and "no compatible target" in refused[0]
+
+
+def test_without_a_catalog_fault_the_world_never_touches_the_catalog() -> None:
+    outcome = run_seed(1, 0, plan=FaultPlan((Fault("stall", 4, "12.0"),)), kinds=BOTH, keep_trail=True)
+    assert not any("catalog" in line for line in outcome.trail or [])
+
+
+def test_a_withdrawn_release_is_restored_so_a_stranded_run_still_ends() -> None:
+    """Seed 39's shrunk schedule: the research run's lease lapses after v7 and v8 are withdrawn; no move passes
+    the gate until the provider publishes them again, then the run ends (it stayed active for good before)."""
+    plan = FaultPlan.from_json('[{"arg": "", "at": 4, "kind": "drop_request"}, '
+                               '{"arg": "release_withdrawn", "at": 20, "kind": "catalog_change"}]')
+    outcome = run_seed(39, 0, plan=plan, kinds=BOTH, keep_trail=True)
+    assert outcome.ok, outcome.violations
+    assert any("catalog restored" in line for line in outcome.trail or [])
+
+
+def test_the_oracle_reads_the_operators_record() -> None:
+    """An accepted mutation from a placement the operator's record re-homed before the run was reserved there is
+    a violation; the same change recorded after the reservation is not (the move was decided on the old catalog)."""
+    seen: dict[str, list[str]] = {}
+
+    def tamper(records: SimRecords) -> None:
+        seen["clean"] = moved_onto_a_changed_catalog(records)
+        path = records.root / OPERATOR_FILE
+        original = path.read_text()
+        adopted = [(when, owner) for when, run, owner, _e in records.lease_history
+                   if run == "sim1-deploy-0" and str(owner).startswith("placement:")]
+        last_when, last_owner = adopted[-1]
+        placement = str(last_owner).removeprefix("placement:")
+        for label, offset in (("before", -1e-3), ("after", 1e-3)):
+            at = (START + dt.timedelta(seconds=last_when + offset)).isoformat()
+            line = {"at": at, "subkind": "placement_left_region", "placement": placement,
+                    "facts": {"region": "us-east"}}
+            path.write_text(original + json.dumps(line) + "\n")
+            seen[label] = moved_onto_a_changed_catalog(records)
+        path.write_text(original)
+
+    # an environment change (no oracle fact) makes sure the operator's record exists
+    run_world(config_for(1, 0, plan=_plan("runtime_changed"), kinds=BOTH), before_check=tamper)
+    assert seen["clean"] == []
+    assert seen["before"] and all(v.startswith("wrong_placement:") for v in seen["before"])
+    assert seen["after"] == []
+
+
+def test_the_generator_draws_every_catalog_case() -> None:
+    drawn = {f.arg for seed in range(400) for f in generate(seed, 5).faults if f.kind == CATALOG_CHANGE}
+    assert drawn == set(SUBKINDS)
+
+
+def test_two_withdrawals_restore_without_an_actor_error() -> None:
+    """Seed 220 withdraws the releases twice; the second restore finds them published already (no error)."""
+    outcome = run_seed(220, 5, kinds=BOTH)
+    assert [f.arg for f in outcome.plan.faults if f.kind == CATALOG_CHANGE] == ["release_withdrawn"] * 2
+    assert outcome.ok and not outcome.errors, (outcome.violations, outcome.errors)

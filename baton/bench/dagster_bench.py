@@ -385,11 +385,11 @@ def archive_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[lis
 
 NOTES = (
     "- catch-up: the real `run_discovery` ticked from cursor 0 until its cursor stops at the newest event. "
-    "The sensor writes the external assets' observations itself, one `report_runless_asset_event` each; the "
-    "materializations it returns (the daemon's share) are written with Dagster's batch call "
-    "`event_log_storage.store_event_batch`, one batch per tick: one INSERT on dagster-postgres, event by event on "
-    "SQLite (the base implementation). The daemon itself writes them one by one, so its catch-up is slower by that "
-    "share on PostgreSQL",
+    "Since stop 23 the sensor writes every asset event itself, batched (`assets/writes.py`): one batch per asset "
+    "and event type per tick, one INSERT on dagster-postgres (`store_event_batch`), one transaction per shard on "
+    "SQLite; it returns none for the daemon to write one by one. Figures in this section measured before that "
+    "change describe the old path (observations one `report_runless_asset_event` each, materializations returned "
+    "to the daemon); the write path alone, old against new: `python -m pipelines.bench_asset_writes`",
     "- GraphQL: each query once to warm up, then `samples` timed round trips to the real `dagster-webserver` on "
     "loopback; `asset_catalog`, `lineage_of_one_run` and `run_partition_page` are the queries behind the UI's "
     "asset catalog, a run's lineage and a run's partition page (one active run's partition)",

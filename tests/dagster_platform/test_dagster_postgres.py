@@ -6,21 +6,15 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from dagster import AssetKey, AssetObservation, DagsterInstance
 
-REPO = Path(__file__).resolve().parents[2]
+from pipelines.bench_asset_writes import postgres_config
+
 
 
 def documented_postgres_config() -> str:
     """dagster.yaml with its storage block swapped for the commented PostgreSQL one."""
-    text = (REPO / "dagster.yaml").read_text()
-    block = re.search(r"# BEGIN postgres storage\n(.*?)# END postgres storage", text, re.S)
-    assert block is not None, "dagster.yaml lost its documented PostgreSQL block"
-    storage = "\n".join(line.removeprefix("# ") for line in block.group(1).splitlines())
-    config = yaml.safe_load(text)
-    config["storage"] = yaml.safe_load(storage)["storage"]
-    return yaml.safe_dump(config)
+    return postgres_config()
 
 
 def test_documented_postgres_storage_writes_and_reads_events(tmp_path: Path, postgres_url: str,

@@ -22,7 +22,6 @@ from baton.authority_keys import JWKS_FILE
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
-from baton.faults.freeze import freeze_outside_transactions
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, wait_until
 from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
@@ -31,7 +30,7 @@ from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, Budget
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.runtime.launch import RunSpec, default_limits, launch_run
-from baton.runtime.supervisor import Supervisor, WorkerSlot
+from baton.runtime.supervisor import Supervisor, WorkerSlot, stop_outside_store_transactions
 from baton.runtime.worker import connect_targets
 from baton.store.factory import open_blobs, open_store
 from baton.targets.capability_guard import TargetPolicy
@@ -133,7 +132,7 @@ class BatonRun:
         """SIGSTOP the worker process of `placement`: its heartbeat stops with it."""
         pid = self.pid(placement)
         self.rig.cleanup.callback(sigcont, pid)  # never leave a stopped process behind
-        return freeze_outside_transactions(pid, self.store)
+        return stop_outside_store_transactions(pid, self.store)
 
     def thaw(self, pid: int) -> None:
         sigcont(pid)

@@ -97,7 +97,7 @@ class WorkerPause:
     def step(self, store: SqlStore, supervisor: Supervisor, active: set[str]) -> None:
         """Advance the pause by what the store says now; call once per fleet loop pass."""
         if self.phase is PausePhase.ARMED and self._reached_by_our_process():
-            if supervisor.pause(self.slot):
+            if supervisor.pause(self.slot, store):
                 self.frozen_at = clock.monotonic()
                 self.held = {run_id: lease.epoch for run_id in sorted(active)
                              if (lease := store.get_lease(run_id)).owner == self.owner}

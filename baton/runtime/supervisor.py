@@ -7,8 +7,10 @@ unfinished history records are never paired with its successor's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,9 +19,66 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baton.authority_callers import CALLER_ENV, CALLER_SECRET_ENV
+from baton.store.base import SqlStore
+from baton.store.sqlite import SqliteStore
 
 WORKER_MODULE = "baton.runtime.worker"
 WORKER_OWNER_PREFIX = "worker:"  # as `baton.runtime.worker.worker_owner` names a worker's leases
+PROBE_S = 1.0  # how long a probe waits for the store's write lock (live writers hold it for milliseconds)
+STOP_ATTEMPTS = 20
+
+
+class StopError(RuntimeError):
+    """A process could not be stopped outside a store transaction."""
+
+
+def stop_outside_store_transactions(pid: int, store: SqlStore) -> int:
+    """SIGSTOP `pid` at a moment it holds no store transaction; returns `pid`.
+
+    A worker's heartbeat thread writes to the store now and then. Stopped inside
+    that write, the process would keep the store's write lock (SQLite) or its
+    row locks (PostgreSQL) for as long as it stays stopped, and every other
+    process would fail or wait: the store made unavailable, a different fault
+    from a stalled worker. So while the stopped process blocks the store it is
+    continued, given a moment, and stopped again (StopError after STOP_ATTEMPTS).
+    """
+    for _ in range(STOP_ATTEMPTS):
+        os.kill(pid, signal.SIGSTOP)
+        if store_unblocked(store):
+            return pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+    raise StopError(f"process {pid} was inside a store transaction at each of {STOP_ATTEMPTS} stops")
+
+
+def store_unblocked(store: SqlStore) -> bool:
+    """True when no stopped client can be holding the store: a write transaction can start (SQLite),
+    or no Baton session sits idle inside a transaction (PostgreSQL)."""
+    if isinstance(store, SqliteStore):
+        return _sqlite_write_lock_free(store)
+    time.sleep(PROBE_S / 2)  # a live client's transaction ends well within this
+    with store.read_tx() as tx:
+        row = tx.one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'baton' "
+            "AND state IN ('idle in transaction', 'idle in transaction (aborted)') "
+            "AND state_change < now() - interval '0.4 seconds'"
+        )
+    return row is not None and int(row[0]) == 0
+
+
+def _sqlite_write_lock_free(store: SqliteStore) -> bool:
+    conn = sqlite3.connect(str(store.path), timeout=PROBE_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            return False
+        raise
+    finally:
+        conn.close()
 
 
 @dataclass
@@ -109,11 +168,16 @@ class Supervisor:
         slot.paused = False
         return True
 
-    def pause(self, slot: WorkerSlot) -> bool:
-        """SIGSTOP the slot's process: frozen, not dead (its leases lapse); False if it was not running."""
+    def pause(self, slot: WorkerSlot, store: SqlStore) -> bool:
+        """SIGSTOP the slot's process outside any store transaction of its own (`stop_outside_store_transactions`):
+        frozen, not dead (its leases lapse); False if it was not running, or was each time caught inside a
+        transaction (it is left running; the caller may try again)."""
         if not slot.alive or slot.process is None or slot.paused:
             return False
-        slot.process.send_signal(signal.SIGSTOP)
+        try:
+            stop_outside_store_transactions(slot.process.pid, store)
+        except StopError:
+            return False
         slot.paused = True
         return True
 

@@ -1,4 +1,7 @@
-"""The fault matrix's freeze never stops a worker inside a store transaction (the CI flake of stop 23)."""
+"""A paused or frozen worker is never stopped inside a store transaction (the CI flake of stop 23).
+
+Used by the fleet's `--pause-worker` (`Supervisor.pause`) and the fault matrix's `BatonRun.freeze`.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from baton.faults import freeze
-from baton.faults.freeze import freeze_outside_transactions, store_unblocked
-from baton.faults.rig import RigError, sigcont, wait_until
+from baton.faults.rig import sigcont, wait_until
+from baton.runtime import supervisor
+from baton.runtime.supervisor import StopError, stop_outside_store_transactions, store_unblocked
 from baton.store.sqlite import SqliteStore
 
 # A client that sits inside write transactions most of the time, as a heartbeat under load might.
@@ -45,7 +48,7 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 def test_freeze_lands_between_transactions(store: SqliteStore) -> None:
     process = _writer(store.path, hold_s=0.2, gap_s=0.2)  # inside a transaction half the time
     try:
-        freeze_outside_transactions(process.pid, store)
+        stop_outside_store_transactions(process.pid, store)
         # Oracle outside the probe: with the process stopped, an ordinary store write goes through.
         wait_until(lambda: Path(f"/proc/{process.pid}/stat").read_text().split()[2] == "T",
                    timeout_s=5.0, what="the process to be stopped")
@@ -58,13 +61,13 @@ def test_freeze_lands_between_transactions(store: SqliteStore) -> None:
 
 def test_freeze_gives_up_on_a_process_that_never_leaves_its_transaction(
         store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(freeze, "ATTEMPTS", 3)
-    monkeypatch.setattr(freeze, "PROBE_S", 0.2)
+    monkeypatch.setattr(supervisor, "STOP_ATTEMPTS", 3)
+    monkeypatch.setattr(supervisor, "PROBE_S", 0.2)
     process = _writer(store.path, hold_s=3600.0, gap_s=0.0)
     try:
         wait_until(lambda: not store_unblocked(store), timeout_s=5.0, what="the writer to hold the lock")
-        with pytest.raises(RigError, match="inside a store transaction"):
-            freeze_outside_transactions(process.pid, store)
+        with pytest.raises(StopError, match="inside a store transaction"):
+            stop_outside_store_transactions(process.pid, store)
     finally:
         sigcont(process.pid)
         process.kill()

@@ -116,7 +116,7 @@ class RunExecutor:
         store, run_id = self.services.store, lease.run_id
         process = f"{self.owner}/{run_id}"
         try:
-            plan = prepare_resume(store, self.services.blobs, run_id, placement=self._placement_now(), epoch=lease.epoch)
+            plan = prepare_resume(store, self.services.blobs, run_id, placement=self.current_placement(), epoch=lease.epoch)
         except CheckpointIntegrityError as exc:  # nothing trustworthy to resume from: a human decides
             return self._finish(lease, Boundary.ESCALATED, f"the latest checkpoint does not restore: {exc}")
         if plan.checkpoint.boundary in TERMINAL:
@@ -149,10 +149,19 @@ class RunExecutor:
                 return self._finish(lease, ctx.boundary, "agent finished")
             return self._end_with(ctx, lease, RuntimeError(f"agent returned at {ctx.boundary.value}"))
 
-    def _placement_now(self) -> Placement:
+    def current_placement(self) -> Placement:
         """This worker's placement as the catalog has it at this resume: an operator may have changed it (a lowered
-        ceiling, a new region) since the worker started, and the resume must weigh what holds now."""
-        return self.placement if self.placement_of is None else self.placement_of(self.placement.name)
+        ceiling, a new region) since the worker started, and the resume must weigh what holds now.
+
+        A gateway that caps requests at the placement's ceiling takes the ceiling read here, so that it does not
+        admit, for any run of this worker, more than the catalog allows now."""
+        placement = self.placement if self.placement_of is None else self.placement_of(self.placement.name)
+        gateway = self.services.gateway
+        if gateway.ceiling is not None and gateway.ceiling != placement.authority_ceiling:
+            log.info("placement %s: gateway ceiling %s -> %s", placement.name, gateway.ceiling.value,
+                     placement.authority_ceiling.value)
+            gateway.ceiling = placement.authority_ceiling
+        return placement
 
     def _end_with(self, ctx: RunContext, lease: Lease, exc: BaseException) -> RunOutcome:
         try:

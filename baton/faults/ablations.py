@@ -54,6 +54,10 @@ _CAUGHT_BY: dict[str, str] = {
     "authority-downgrade": "ceiling-lowered-downgrade-allowed",
     "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
     "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
+    # the handoff policy's own rules, under a case's policy (baton/faults/cases_policy.py)
+    "gate:region_change_forbidden": "region-change-forbidden-moved",
+    "gate:provider_change_forbidden": "provider-change-forbidden-moved",
+    "gate:behavioral_migration_unapproved": "behavioral-move-unapproved",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -64,9 +68,9 @@ target's idempotency behind reconciliation), switched off with it so that it alo
 the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
 case of the reference agents produces the fault only that protection answers (lease-cas needs two
 adopters racing one expired lease; evidence binding a candidate changed after VERIFIED without
-passing CANDIDATE_READY), a gate reason no deployment path can raise (the schema transforms, the
-same-region and same-provider rules, an unapproved behavioral migration under the fleet policy),
-or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
+passing CANDIDATE_READY), a gate reason no deployment path can raise (the schema transforms; the
+same-region and same-provider rules and an unapproved behavioral migration are reached only under a
+case's own policy, `FaultCase.handoff_policy`), or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
 unresolved_operations, checkpoint_not_resumable)."""
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2
+from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2, cases_policy
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -311,6 +311,16 @@ CASE_LIST: tuple[FaultCase, ...] = (
               approval_ttl_s=cases_authority.APPROVAL_TTL_S),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
+    FaultCase("region-change-forbidden-moved", "a run its owner keeps in its region is moved to another region",
+              "deploy", cases_policy.region_change_forbidden_moved, exercises=("region_change_forbidden",),
+              handoff_policy=cases_policy.SAME_REGION),
+    FaultCase("provider-change-forbidden-moved", "a run its owner keeps with its provider is moved to another "
+              "provider", "deploy", cases_policy.provider_change_forbidden_moved,
+              exercises=("provider_change_forbidden",), handoff_policy=cases_policy.SAME_PROVIDER),
+    FaultCase("behavioral-move-unapproved", "a model-v7 run is moved to a placement that serves only model-v8; the "
+              "policy allows the migration, its approval has expired", "deploy",
+              cases_policy.behavioral_move_unapproved, exercises=("behavioral_migration_unapproved",),
+              handoff_policy=cases_policy.UNAPPROVED),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

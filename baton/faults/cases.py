@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2
+from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2, cases_leases
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -311,6 +311,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               approval_ttl_s=cases_authority.APPROVAL_TTL_S),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
+    FaultCase("stale-claim-after-move", "worker stalled between reading the run's reservation and claiming it, "
+              "claims after the run moved and its new owner claimed", "deploy", cases_leases.stale_claim_after_move,
+              companions=cases_leases.LEASE_CAS_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

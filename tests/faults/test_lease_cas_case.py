@@ -87,9 +87,8 @@ def test_each_layer_alone_keeps_the_stale_claim_from_deploying(off: tuple[str, .
     assert len(applied) == 1, lines  # one deployment, by an owner the store and the targets agree on
     if "lease-cas" in off:  # the claim regressed the epoch to 2; the target, which had seen 3, refused it
         assert "stalled claim on epoch 1: ok at epoch 2" in result.notes
-        assert [(line["epoch"], line["result"]) for line in lines if line["result"] not in ("applied",
-                                                                                          "fence_advanced")] == [
-            (2, "fenced")]
+        refused = [(line["epoch"], line["result"]) for line in lines if line["result"] not in ("applied", "fence_advanced")]
+        assert refused == [(2, "fenced")], lines
         assert applied[0]["epoch"] == 4  # moved on by the operator after every owner was fenced
     else:  # the compare-and-set refused the claim: the run's new owner deployed at epoch 3
         assert "stalled claim on epoch 1: fail at epoch 1" in result.notes
@@ -101,4 +100,5 @@ def test_each_layer_alone_keeps_the_stale_claim_from_deploying(off: tuple[str, .
 def test_without_the_compare_and_set_the_stale_claim_deploys_at_a_regressed_epoch(tmp_path: Path) -> None:
     result = run_ablation("lease-cas", cases=[CASE], root=tmp_path)
     assert result.caught.get(CASE) == ["stale_owner"], (result.evidence, result.errors)
-    assert result.evidence[CASE] and all("at epoch 2 after it had seen epoch 3" in line for line in result.evidence[CASE])
+    evidence = result.evidence[CASE]
+    assert evidence and all("at epoch 2 after it had seen epoch 3" in line for line in evidence), evidence

@@ -18,11 +18,12 @@ applied at epoch 2. With the fence on and the compare-and-set off, both workers
 end fenced and the run owns nobody; the operator moves it on once its lease has
 lapsed, as after any lost owner.
 
-Two workers of one placement racing for one reservation would each hold the
-same epoch instead: nothing outside can tell them apart (the targets record the
-epoch, not the worker, and the shared idempotency keys make the second
-deployment a replay), which is why this case moves the run between the read
-and the claim.
+Two workers of one placement racing for one reservation hold the same epoch
+instead, and nothing outside tells them apart: traced live (lease-cas off), both
+ran at epoch 2, the store's checkpoint chain refused the second one's seal
+(wrong seq), the run failed before it deployed, and the targets recorded only
+two fence announcements at epoch 2. That is why this case moves the run between
+the read and the claim.
 
 The transcript controls have no reservation and no claim: their source worker
 stalls at `before_send` (the request it built from its earlier read in hand),

@@ -24,7 +24,10 @@ The points:
 * `before_send`: a mutation passed every check of the gateway and is about to
   be sent to its target;
 * `after_reply`: the target answered that it applied the mutation; the caller
-  has recorded nothing of it yet.
+  has recorded nothing of it yet;
+* `reservation_read`: a worker read a run's reservation (the epoch its claim
+  will compare-and-set on) and has not claimed it yet. A read, not a durable
+  step: nothing to recover, only a stale view to act on later.
 
 An armed name that is none of these is refused with the list of known names.
 """
@@ -47,7 +50,9 @@ MARK_ENV = "BATON_KILL_POINT_MARK"
 BEFORE_SEND = "before_send"
 CAPABILITY_ISSUED = "capability_issued"
 AFTER_REPLY = "after_reply"
+RESERVATION_READ = "reservation_read"
 _MUTATION_POINTS = (CAPABILITY_ISSUED, BEFORE_SEND, AFTER_REPLY)
+_NAMED_POINTS = (*_MUTATION_POINTS, RESERVATION_READ)
 _SEALED = re.compile(r"^sealed:[A-Z][A-Z0-9_]*$")
 _held: set[str] = set()
 _lock = threading.Lock()
@@ -75,9 +80,9 @@ class KillPoint(StrEnum):
 def parse_point(value: str, *, variable: str = KILL_POINT_ENV) -> str:
     """The point named by `value` (a `KillPoint`, a mutation point or `sealed:<BOUNDARY>`); ValueError otherwise."""
     name = value.strip()
-    if name in {point.value for point in KillPoint} or name in _MUTATION_POINTS or _SEALED.match(name):
+    if name in {point.value for point in KillPoint} or name in _NAMED_POINTS or _SEALED.match(name):
         return name
-    known = ", ".join([*(point.value for point in KillPoint), *_MUTATION_POINTS, "sealed:<BOUNDARY>"])
+    known = ", ".join([*(point.value for point in KillPoint), *_NAMED_POINTS, "sealed:<BOUNDARY>"])
     raise ValueError(f"unknown fault point {value!r} in {variable}; known: {known}")
 
 

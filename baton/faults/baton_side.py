@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from baton.agents.deploy_agent import DEPLOY
@@ -68,6 +69,11 @@ class BatonRun:
         self.approval_ttl_s = approval_ttl_s
         self._supervisor: Supervisor | None = None
 
+    @property
+    def history_path(self) -> Path:
+        """The JSONL history every worker of this run appends its ownership and gateway calls to."""
+        return self.rig.root / "history.jsonl"
+
     # -- setup ----------------------------------------------------------------------------------
 
     def start(self, options: TargetOptions) -> None:
@@ -87,7 +93,7 @@ class BatonRun:
         self.rig.start_targets(options)
         self._supervisor = Supervisor(
             home=self.rig.home, log_dir=self.rig.root / "logs", database_url=self.database_url,
-            history_path=self.rig.root / "history.jsonl",
+            history_path=self.history_path,
             options={"lease-ttl-s": str(self.lease_ttl_s), "boundary-pause-s": "0.05", "target-timeout-s": "1.0",
                      "poll-s": "0.1", "authority-url": authority.url},
             provision=authority.provision,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2, cases_policy
+from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2, cases_leases, cases_policy
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -321,6 +321,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "policy allows the migration, its approval has expired", "deploy",
               cases_policy.behavioral_move_unapproved, exercises=("behavioral_migration_unapproved",),
               handoff_policy=cases_policy.UNAPPROVED),
+    FaultCase("stale-claim-after-move", "worker stalled between reading the run's reservation and claiming it, "
+              "claims after the run moved and its new owner claimed", "deploy", cases_leases.stale_claim_after_move,
+              companions=cases_leases.LEASE_CAS_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from baton import fault_points
 from baton.ablation import warn_if_ablated
 from baton.agents.browser_session import BrowserPool
 from baton.authority import CapabilityVerifier
@@ -180,6 +181,7 @@ class Worker:
             lease = self.store.get_lease(run.run_id)
             if lease.owner != reserved:
                 continue
+            fault_points.reached(fault_points.RESERVATION_READ)  # the claim below compares against this read
             won = self.executor.adopt(run.run_id, lease)
             if won is None:
                 continue

@@ -45,6 +45,7 @@ class Ablation(StrEnum):
     SCHEMA_GATE = "schema-gate"
     VERIFIER_GATE = "verifier-gate"
     STORE_CLAIM_EXPIRY = "store-claim-expiry"
+    GATEWAY_CEILING = "gateway-ceiling"
 
 
 class UnknownAblation(ValueError):

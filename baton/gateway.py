@@ -142,6 +142,10 @@ class MutationGateway:
         self._history = history
         self._new_id = new_operation_id
 
+    def _ceiling(self) -> AuthorityLevel | None:
+        """The placement's ceiling this gateway caps capabilities at (None: no cap; also when ablated in tests)."""
+        return None if self.ceiling is None or is_ablated(Ablation.GATEWAY_CEILING) else self.ceiling
+
     # -- public API ---------------------------------------------------------------------------
 
     def submit(self, request: MutationRequest) -> MutationResult:
@@ -226,7 +230,7 @@ class MutationGateway:
                 operation=request.operation,
                 artifact_hash=request.artifact_hash,
                 required_level=request.required_level,
-                ceiling=self.ceiling,
+                ceiling=self._ceiling(),
                 idempotency_key=request.idempotency_key,
             )
         except CapabilityError:
@@ -315,7 +319,7 @@ class MutationGateway:
             operation=request.operation,
             artifact_hash=request.artifact_hash,
             required_level=request.required_level,
-            ceiling=self.ceiling,
+            ceiling=self._ceiling(),
             now=now,
             idempotency_key=request.idempotency_key,
         )

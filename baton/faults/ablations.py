@@ -53,6 +53,7 @@ _CAUGHT_BY: dict[str, str] = {
     # a move the policy allows, downgraded, to a placement whose ceiling was lowered under its standing worker
     "authority-downgrade": "ceiling-lowered-downgrade-allowed",
     "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
+    "gateway-ceiling": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
     "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
     # the handoff policy's own rules, under a case's policy (baton/faults/cases_policy.py)
     "gate:region_change_forbidden": "region-change-forbidden-moved",

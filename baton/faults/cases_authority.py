@@ -52,16 +52,22 @@ def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None
     _held_past(run, rig, notes, "capability_issued", HELD_S, "the held capability to run out")
 
 
-DOWNGRADE_COMPANIONS = {"gate:authority_downgraded": ("authority-downgrade",)}
+DOWNGRADE_COMPANIONS = {
+    "gate:authority_downgraded": ("authority-downgrade", "gateway-ceiling"),
+    "authority-downgrade": ("gateway-ceiling",),
+    "gateway-ceiling": ("authority-downgrade",),
+}
 """The gate's downgrade finding (which drops approvals for re-authorization) stands behind the resume's own
-downgrade of the run's authority to the target's ceiling: ablating the reason switches that off with it.
+downgrade of the run's authority to the target's ceiling, and both behind the standing worker's gateway, which
+caps capabilities at the ceiling the catalog has at each resume: ablating one switches the others off with it.
 (`ceiling-lowered-downgrade-allowed` runs the script of `placement-ceiling-lowered`, `cases_gates`, under a
 handoff policy that allows the downgrade.)"""
 
-FORBIDDEN_DOWNGRADE_COMPANIONS = {"gate:authority_downgrade_forbidden": ("authority-downgrade",)}
+FORBIDDEN_DOWNGRADE_COMPANIONS = {"gate:authority_downgrade_forbidden": ("authority-downgrade", "gateway-ceiling")}
 """Under the fleet policy the gate refuses a downgrade outright; with that reason off the move commits, and the
 resume's own downgrade (the executor reads the lowered ceiling from the catalog) still keeps the run from
-deploying. Ablating the refusal switches the resume's downgrade off with it, so the refusal alone is tested."""
+deploying, and so does the gateway's cap at the lowered ceiling. Ablating the refusal switches both off with it, so
+the refusal alone is tested."""
 
 
 APPROVAL_TTL_S = 4.0

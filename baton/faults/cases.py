@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2
+from baton.faults import cases_authority, cases_binding, cases_epochs, cases_gates, cases_gates2
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -47,6 +47,7 @@ class CaseRun(Protocol):
     def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str: ...
     def change_placement(self, placement: str, **facts: str) -> str: ...
     def tamper_manifest(self) -> str: ...
+    def replan_unverified(self, content: bytes, summary: str) -> str: ...
     def wait_end(self, timeout_s: float = 240.0) -> str: ...
 
 
@@ -311,6 +312,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
               approval_ttl_s=cases_authority.APPROVAL_TTL_S),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
+    FaultCase("replanned-after-verify", "after VERIFIED the worker dies; a second writer at its epoch seals VERIFIED over "
+              "a re-planned spec nothing verified; the run moves", "deploy", cases_binding.replanned_after_verify),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -19,6 +19,12 @@ right after a re-planned candidate is sealed resumes at CANDIDATE_READY and
 verifies it whether binding is on or off. The state comes from outside the
 SDK, sealed with a good hash, chain and epoch, so only the binding notices.
 
+A second layer stands against it on this move: local-gpu-eu and cloud-eu run
+different runtime images, so the gate raises `runtime_changed` and the decision
+demands reverification, which drops every evidence whatever it binds (run:
+`--ablate evidence-binding` alone, clean). `BINDING_COMPANIONS` switches it
+off with the binding, and the binding off with it.
+
 The oracle `unverified_effect` reads the deploy service's effect log and the
 deploy verifier's own record of its verdicts (`targets/verifier/verdicts.jsonl`,
 written by `baton.agents.verifiers.check_deployment_spec` for every strategy).
@@ -41,6 +47,11 @@ if TYPE_CHECKING:
 SOURCE = "local-gpu-eu"
 SAME_RELEASE = "cloud-eu"
 REPLANNED_VERSION = "1.5.0"
+BINDING_COMPANIONS = {"evidence-binding": ("gate:runtime_changed",), "gate:runtime_changed": ("evidence-binding",)}
+"""The two layers that make the moved run verify again: the resume drops evidence not bound to the current candidate
+(`evidence-binding`), and the gate demands reverification of all evidence when the move changes the runtime image or
+tool versions, as local-gpu-eu -> cloud-eu does (`gate:runtime_changed`). Each alone holds; ablating one switches the
+other off with it."""
 
 
 def replanned_spec(service: str = "checkout", version: str = REPLANNED_VERSION) -> bytes:

@@ -54,6 +54,8 @@ _CAUGHT_BY: dict[str, str] = {
     "authority-downgrade": "ceiling-lowered-downgrade-allowed",
     "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
     "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
+    # a VERIFIED checkpoint over a re-planned spec (second writer), moved: with gate:runtime_changed as companion
+    "evidence-binding": "replanned-after-verify",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

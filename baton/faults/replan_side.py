@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 
 from baton.checkpoints import restore, seal_checkpoint
+from baton.identity import sha256_ref
 from baton.models import Boundary, Candidate
 from baton.runtime import memory_keys as keys
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
-from baton.identity import sha256_ref
 
 
 def append_unverified_replan(store: SqlStore, blobs: Blobs, run_id: str, content: bytes, summary: str) -> str:

@@ -65,8 +65,7 @@ From the runs recorded in docs/fault-matrix.md. A case may name companions for a
 target's idempotency behind reconciliation), switched off with it so that it alone stands between
 the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
 case of the reference agents produces the fault only that protection answers (lease-cas needs two
-adopters racing one expired lease; evidence binding a candidate changed after VERIFIED without
-passing CANDIDATE_READY), a gate reason no deployment path can raise (the schema transforms, the
+adopters racing one expired lease), a gate reason no deployment path can raise (the schema transforms, the
 same-region and same-provider rules, an unapproved behavioral migration under the fleet policy),
 or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
 unresolved_operations, checkpoint_not_resumable)."""

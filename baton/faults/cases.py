@@ -312,8 +312,8 @@ CASE_LIST: tuple[FaultCase, ...] = (
               approval_ttl_s=cases_authority.APPROVAL_TTL_S),
     FaultCase("capability-expired-in-hand", "worker holds a capability past its expiry (lease kept), then presents it",
               "deploy", cases_authority.capability_expired_in_hand, companions=cases_authority.EXPIRY_COMPANIONS),
-    FaultCase("replanned-after-verify", "after VERIFIED the worker dies; a second writer at its epoch seals VERIFIED over "
-              "a re-planned spec nothing verified; the run moves", "deploy", cases_binding.replanned_after_verify,
+    FaultCase("replanned-after-verify", "a second writer seals VERIFIED over a re-planned spec nothing verified before "
+              "the move", "deploy", cases_binding.replanned_after_verify,
               companions=cases_binding.BINDING_COMPANIONS),
 )
 

@@ -4,12 +4,22 @@
   observation, and every cited ref is among the run's recorded observations.
 - `check_deployment_spec`: a deployment spec names a build the run observed,
   with the same artifact hash, whose canary passed.
+
+The deploy verifier keeps its own record of every verdict it gives
+(`record_verdict`): one JSON line per verdict, in the file the environment
+variable `BATON_VERIFIER_RECORD` names (the fault matrix sets it; elsewhere it
+is unset and nothing is written). A line names the exact bytes verified (their
+sha256), the spec's fields and the result, so anyone can tell afterwards
+whether a deployed spec was ever verified, and when.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
-from collections.abc import Collection, Sequence
+import os
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from baton.agents.report_format import parse_claims
@@ -18,6 +28,8 @@ from baton.models import VerdictResult
 
 CITATION_VERIFIER = "citations-1"
 DEPLOY_VERIFIER = "deploy-check-1"
+VERIFIER_RECORD_ENV = "BATON_VERIFIER_RECORD"
+_SPEC_FIELDS = ("service", "version", "artifact_hash", "strategy")
 
 
 @dataclass(frozen=True)
@@ -52,8 +64,40 @@ def verify_report(report: str | bytes, recorded_observation_refs: Collection[str
     return Verdict(VerdictResult.PASS, f"all {len(claims)} claims cite recorded observations", CITATION_VERIFIER)
 
 
+def record_verdict(content: bytes, verdict: Verdict, facts: Mapping[str, object]) -> None:
+    """Append the verifier's own record of one verdict (fsynced) to the file `BATON_VERIFIER_RECORD` names.
+
+    Written before the verdict is returned, so a caller that dies right after still shows in it.
+    No variable, no record.
+    """
+    path = os.environ.get(VERIFIER_RECORD_ENV)
+    if not path:
+        return
+    line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "verifier": verdict.verifier_version,
+                       "content_sha256": "sha256:" + hashlib.sha256(content).hexdigest(),
+                       "result": verdict.result.value, "detail": verdict.detail, **facts},
+                      sort_keys=True, default=str) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def check_deployment_spec(spec: bytes, evidence: Sequence[BuildInfo]) -> Verdict:
-    """PASS when the spec deploys an observed build, by its exact hash, whose canary passed."""
+    """PASS when the spec deploys an observed build, by its exact hash, whose canary passed (each verdict recorded)."""
+    verdict = _check_deployment_spec(spec, evidence)
+    try:
+        body = json.loads(spec)
+        facts = {name: body.get(name) for name in _SPEC_FIELDS} if isinstance(body, dict) else {}
+    except ValueError:
+        facts = {}
+    record_verdict(spec, verdict, facts)
+    return verdict
+
+
+def _check_deployment_spec(spec: bytes, evidence: Sequence[BuildInfo]) -> Verdict:
     try:
         body = json.loads(spec)
         version, artifact_hash = body["version"], body["artifact_hash"]

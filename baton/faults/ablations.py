@@ -61,6 +61,8 @@ _CAUGHT_BY: dict[str, str] = {
     "gate:behavioral_migration_unapproved": "behavioral-move-unapproved",
     "lease-cas": "stale-claim-after-move",  # with target-fence switched off with it (a claim on a stale read regresses
     # the epoch; the gateway and the store claim compare with the regressed epoch and are blind to it)
+    # a VERIFIED checkpoint over a re-planned spec (second writer), moved: with gate:runtime_changed as companion
+    "evidence-binding": "replanned-after-verify",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -69,11 +71,10 @@ From the runs recorded in docs/fault-matrix.md. A case may name companions for a
 (`FaultCase.companions`): redundant layers against the same fault (the three epoch checks; the
 target's idempotency behind reconciliation), switched off with it so that it alone stands between
 the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
-case of the reference agents produces the fault only that protection answers (evidence binding a
-candidate changed after VERIFIED without passing CANDIDATE_READY), a gate reason no deployment
-path can raise (the schema transforms; the same-region and same-provider rules and an unapproved
-behavioral migration are reached only under a case's own policy, `FaultCase.handoff_policy`), or an
-informational reason whose protection lives, unswitched, in the resume (environment_changed,
+case of the reference agents produces the fault only that protection answers, a gate reason no
+deployment path can raise (the schema transforms; the same-region and same-provider rules and an
+unapproved behavioral migration are reached only under a case's own policy, `FaultCase.handoff_policy`),
+or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
 unresolved_operations, checkpoint_not_resumable)."""
 
 

@@ -25,6 +25,7 @@ from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
 from baton.faults.pg import fresh_database
 from baton.faults.rig import Rig, TargetOptions, sigcont, wait_until
+from baton.faults.replan_side import append_unverified_replan
 from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
 from baton.handoff.coordinator import HandoffRequest
 from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
@@ -225,6 +226,10 @@ class BatonRun:
             where = "blob table row"
         return (f"flipped a byte of candidate manifest {latest.candidate_manifest_ref[:19]} ({latest.boundary.value}, "
                 f"{where})")
+
+    def replan_unverified(self, content: bytes, summary: str) -> str:
+        """A second writer at the run's epoch seals VERIFIED over a re-planned candidate (`baton.faults.replan_side`)."""
+        return append_unverified_replan(self.store, self.blobs, self.run_id, content, summary)
 
     def _update_blob_row_bypassing_append_only(self, key: bytes, data: bytes) -> None:
         """Change one blob row as corruption would: the store's append-only triggers are lifted around it."""

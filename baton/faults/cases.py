@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from baton.catalog.releases import RELEASES
-from baton.faults import cases_authority, cases_epochs, cases_gates, cases_gates2, cases_leases, cases_policy
+from baton.faults import (
+    cases_authority, cases_binding, cases_epochs, cases_gates, cases_gates2, cases_leases, cases_policy,
+)
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
 from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
@@ -47,6 +49,7 @@ class CaseRun(Protocol):
     def change_releases(self, withdraw: list[str], publish: dict[str, tuple[BehavioralRelease, list[str]]]) -> str: ...
     def change_placement(self, placement: str, **facts: str) -> str: ...
     def tamper_manifest(self) -> str: ...
+    def replan_unverified(self, content: bytes, summary: str) -> str: ...
     def wait_end(self, timeout_s: float = 240.0) -> str: ...
 
 
@@ -324,6 +327,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("stale-claim-after-move", "worker stalled between reading the run's reservation and claiming it, "
               "claims after the run moved and its new owner claimed", "deploy", cases_leases.stale_claim_after_move,
               companions=cases_leases.LEASE_CAS_COMPANIONS),
+    FaultCase("replanned-after-verify", "a second writer seals VERIFIED over a re-planned spec nothing verified before "
+              "the move", "deploy", cases_binding.replanned_after_verify,
+              companions=cases_binding.BINDING_COMPANIONS),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

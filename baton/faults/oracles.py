@@ -48,7 +48,12 @@ Questions (a non-empty evidence list means "yes, it happened"):
   no deploy approval the approver had signed for that run was in force (its
   effect log against the approver's own record
   of what it signed, `home/authority/approver/approvals.jsonl`; a run
-  without that record, as the controls', is not judged).
+  without that record, as the controls', is not judged);
+- unverified_effect: the deploy service applied a deployment whose spec
+  (service, version, build hash, strategy) the deploy verifier had not
+  passed before it (its effect log against the verifier's own record of
+  every verdict it gave, `home/targets/verifier/verdicts.jsonl`; a run
+  without that record is not judged).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class Question(StrEnum):
     UNAPPROVED_MIGRATION = "unapproved_migration"  # baton/faults/oracles_gates.py
     EXPIRED_CAPABILITY = "expired_capability"
     EXPIRED_APPROVAL = "expired_approval"
+    UNVERIFIED_EFFECT = "unverified_effect"
 
 
 QUESTION_TEXT: dict[Question, str] = {
@@ -109,6 +115,8 @@ QUESTION_TEXT: dict[Question, str] = {
                                  "(target's presented log)",
     Question.EXPIRED_APPROVAL: "a target applied a deployment when no approval the approver signed for the run was in force "
                                "(target's effects vs the approver's record)",
+    Question.UNVERIFIED_EFFECT: "a target applied a deployment whose exact spec the verifier had not passed before it "
+                                "(target's effects vs the verifier's record)",
 }
 
 RUN_NEEDS_FILE = "run-needs.json"
@@ -156,6 +164,8 @@ class CaseFiles:
         approvals = self.root / "home" / "authority" / "approver" / "approvals.jsonl"
         self.approvals: list[dict[str, Any]] | None = (
             [a for a in _lines(approvals) if a.get("run_id") == self.run_id] if approvals.exists() else None)
+        verdicts = targets / "verifier" / "verdicts.jsonl"
+        self.verdicts: list[dict[str, Any]] | None = _lines(verdicts) if verdicts.exists() else None
 
 
 def duplicate(files: CaseFiles) -> list[str]:
@@ -384,6 +394,30 @@ def expired_approval(files: CaseFiles) -> list[str]:
     return evidence
 
 
+SPEC_FIELDS = ("service", "version", "artifact_hash", "strategy")
+"""What a deployment is: the deploy service's request body, and what the verifier records of the spec it judged."""
+
+
+def unverified_effect(files: CaseFiles) -> list[str]:
+    """A deployment the deploy service applied (its own effect line and time) that matches, field for field, no
+    spec the verifier passed at or before that time (the verifier's own record, written before it answered)."""
+    if files.verdicts is None:
+        return []
+    evidence = []
+    for effect in files.effects["deploy"]:
+        at = _when(effect.get("at"))
+        spec = tuple(effect.get(name) for name in SPEC_FIELDS)
+        judged = [v for v in files.verdicts if tuple(v.get(name) for name in SPEC_FIELDS) == spec]
+        if any(v.get("result") == "PASS" and _when(v["at"]) <= at for v in judged):
+            continue
+        said = ("judged it only " + ", ".join(f"{v.get('result')} at {v.get('at')}" for v in judged)
+                if judged else "never judged it")
+        evidence.append(f"deploy applied seq {effect.get('seq')} ({effect.get('version')}, "
+                        f"{str(effect.get('artifact_hash'))[:19]}..., {effect.get('strategy')}) at {effect.get('at')}; "
+                        f"the verifier {said}")
+    return evidence
+
+
 ORACLES = {
     Question.DUPLICATE: duplicate,
     Question.STALE_OWNER: stale_owner,
@@ -398,6 +432,7 @@ ORACLES = {
     Question.UNFIT_PLACEMENT: unfit_placement,
     Question.EXPIRED_CAPABILITY: expired_capability,
     Question.EXPIRED_APPROVAL: expired_approval,
+    Question.UNVERIFIED_EFFECT: unverified_effect,
 }
 
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from baton import fault_points
 from baton.agents.deploy_agent import build_catalog
 from baton.agents.scripted_models import BILL_ENV
+from baton.agents.verifiers import VERIFIER_RECORD_ENV
 from baton.faults.rig_agents import start_agent_targets
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
@@ -35,6 +36,7 @@ PLANTED_FILE = "planted-secrets.json"
 PLACEMENT_CHANGES_FILE = "placement-changes.jsonl"
 RESIDENCY_FILE = "residency.json"
 REPORTED_FILE = "reported.json"
+VERDICTS_FILE = "verdicts.jsonl"
 WAIT_S = 180.0
 T = TypeVar("T")
 
@@ -81,6 +83,10 @@ class Rig:
         self.fault_dir.mkdir(parents=True, exist_ok=True)
         self.bill = self.root / "provider" / BILL_FILE
         self.bill.parent.mkdir(parents=True, exist_ok=True)
+        self.verdicts = target_data_dir("verifier", self.home) / VERDICTS_FILE
+        """The deploy verifier's own record of its verdicts (created empty: a run judged by `unverified_effect`)."""
+        self.verdicts.parent.mkdir(parents=True, exist_ok=True)
+        self.verdicts.touch()
         self.deploy_service: ServiceProcess | None = None
         self.corpus_service: ServiceProcess | None = None
         self.agent_services: dict[str, ServiceProcess] = {}
@@ -120,8 +126,9 @@ class Rig:
 
     @contextlib.contextmanager
     def process_env(self, point: str | None = None) -> Iterator[None]:
-        """The environment a started process inherits: the bill always, a fault point when named."""
-        names = {BILL_ENV: str(self.bill), fault_points.DIR_ENV: str(self.fault_dir)}
+        """The environment a started process inherits: the bill and the verifier's record always, a fault point
+        when named."""
+        names = {BILL_ENV: str(self.bill), VERIFIER_RECORD_ENV: str(self.verdicts), fault_points.DIR_ENV: str(self.fault_dir)}
         if point:
             names[fault_points.POINT_ENV] = point
         previous = {name: os.environ.get(name) for name in [*names, fault_points.POINT_ENV]}

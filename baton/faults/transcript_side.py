@@ -129,6 +129,15 @@ class TranscriptRun:
                                    encoding="utf-8")
         return "flipped one character of the candidate in the transcript file"
 
+    def replan_unverified(self, content: bytes, summary: str) -> str:
+        """Append the re-planned candidate to the transcript as the assistant's last word (saved as the control saves,
+        checksum and all); its step stays VERIFIED."""
+        body = json.loads(self.transcript.read_text(encoding="utf-8"))
+        step = body["step"]
+        body["messages"].append({"step": step, "role": "assistant", "content": {"candidate": content.decode("utf-8")}})
+        save(self.transcript, body, self.mode)
+        return f"a second writer appended a re-planned candidate ({summary}) to the transcript at {step}"
+
     def wait_end(self, timeout_s: float = 240.0) -> str:
         wait_until(lambda: all(p.poll() is not None for p in self._all if p.pid not in self.frozen), timeout_s=timeout_s,
                    what="every control process to exit")

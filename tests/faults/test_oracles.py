@@ -168,3 +168,16 @@ def test_a_mutation_from_a_placement_that_cannot_host_the_run_is_caught(tmp_path
     _write_lines(late / "placement-changes.jsonl", [{"at": "2026-12-02T02:00:10+00:00", "placement": "cloud-eu",
                                                      "verifiers": ["citations-1"]}])
     assert Question.UNFIT_PLACEMENT not in _yes(late)  # admitted before the operator's change
+
+
+def test_a_deployment_the_verifier_never_passed_is_an_unverified_effect(tmp_path: Path) -> None:
+    spec = {"service": "checkout", "version": "1.4.2", "artifact_hash": GOOD["artifact_hash"], "strategy": "rolling"}
+    rows = [{"seq": 1, "run_id": RUN, "idempotency_key": "k1", "at": "2026-12-03T10:00:05.000000Z", **spec}]
+    verified = _case(tmp_path / "verified", deployments=rows)
+    _write_lines(verified / "home" / "targets" / "verifier" / "verdicts.jsonl",
+                 [{**spec, "result": "PASS", "at": "2026-12-03T10:00:04+00:00"}])
+    assert _yes(verified) == set()
+    replanned = _case(tmp_path / "replanned", deployments=rows)
+    _write_lines(replanned / "home" / "targets" / "verifier" / "verdicts.jsonl",
+                 [{**spec, "version": "1.5.0", "result": "PASS", "at": "2026-12-03T10:00:04+00:00"}])
+    assert _yes(replanned) == {Question.UNVERIFIED_EFFECT}

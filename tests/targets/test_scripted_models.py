@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,7 @@ from baton.agents.scripted_models import (
     count_tokens,
     model_for,
 )
-from baton.agents.verifiers import check_deployment_spec, verify_report
+from baton.agents.verifiers import VERIFIER_RECORD_ENV, check_deployment_spec, verify_report
 from baton.identity import sha256_ref
 from baton.models import Observation, VerdictResult
 
@@ -115,3 +117,22 @@ def test_the_deploy_check_binds_to_the_observed_build() -> None:
     failed_canary = [b.model_copy(update={"canary_passed": False}) if b.version == "1.9.0" else b for b in BUILDS]
     assert not check_deployment_spec(spec, failed_canary).passed
     assert not check_deployment_spec(b"not json", BUILDS).passed
+
+
+def test_the_deploy_verifier_records_each_verdict_where_its_variable_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = model_for("model-v7").plan_deployment("checkout", BUILDS).output
+    record = tmp_path / "verdicts.jsonl"
+    monkeypatch.delenv(VERIFIER_RECORD_ENV, raising=False)
+    check_deployment_spec(spec, BUILDS)
+    assert not record.exists()  # no variable, no record
+    monkeypatch.setenv(VERIFIER_RECORD_ENV, str(record))
+    check_deployment_spec(spec, BUILDS)
+    check_deployment_spec(b"not json", BUILDS)
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    body = json.loads(spec)
+    assert [line["result"] for line in lines] == ["PASS", "FAIL"]
+    assert lines[0]["content_sha256"] == sha256_ref(spec)
+    assert {k: lines[0][k] for k in ("service", "version", "artifact_hash", "strategy")} == body
+    assert lines[1]["content_sha256"] == sha256_ref(b"not json") and "version" not in lines[1]

@@ -4,17 +4,24 @@ A transcript control's targets run unguarded: no capability, so nothing in `pres
 only in `origins.jsonl` (the placement the control's scheduler started the process on). Hand-written files: each
 oracle says yes on an origin-only mutation from a forbidden placement and no from an allowed one; the origin wins
 over the capability's placement; without an origin (null, or no file) the capability's placement still counts.
+Last, the control's scheduler (not the control) puts the placement in the process's environment.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from baton.faults.oracles import Question, answer
 from baton.faults.oracles_gates import answer_gates
+from baton.faults.rig import Rig
+from baton.faults.transcript_side import TranscriptRun
+from baton.targets.http_server import ORIGIN_ENV
 
 RUN = "case-abc123"
 AT = "2026-12-02T02:00:09Z"
@@ -139,3 +146,22 @@ def test_an_unguarded_mutation_from_a_placement_off_the_runs_release_is_caught(t
                                                  calls=v7_call))
     assert "unapproved_migration" not in _yes(_files(tmp_path / "d", origins=[_origin("cloud-eu")], approvals=expired,
                                                      calls=v7_call))
+
+
+def test_the_control_scheduler_names_the_placement_it_starts_a_control_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[dict[str, str]] = []
+
+    class Recorded:
+        pid = 1
+
+        def __init__(self, command: list[str], **options: Any) -> None:
+            started.append(options["env"])
+
+    monkeypatch.setenv(ORIGIN_ENV, "somewhere-else")  # the matrix's own environment does not leak through
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    rig = Rig(tmp_path, seed=0)
+    run = TranscriptRun(rig, mode="naive", kind="deploy", case_id="c", limits={})
+    run.worker("local-gpu-eu")
+    run.worker("cloud-us")
+    assert [env[ORIGIN_ENV] for env in started] == ["local-gpu-eu", "cloud-us"]

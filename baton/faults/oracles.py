@@ -138,14 +138,22 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def admitted_placements(origins: list[dict[str, Any]], presented: list[dict[str, Any]]) -> list[dict[str, Any]]:
+EFFECT_LEVELS = {"deploy": "EXTERNAL_MUTATE", "corpus": "SANDBOX_MUTATE", "git": "EXTERNAL_MUTATE",
+                 "webapp": "SANDBOX_MUTATE"}
+"""The level each target's effect acts at, by the oracle's own reckoning (a deployment or a push reaches out; a
+publication or a form submission stays in the sandbox): the level of a mutation that presented no capability."""
+
+
+def admitted_placements(origins: list[dict[str, Any]], presented: list[dict[str, Any]],
+                        effect_level: str | None = None) -> list[dict[str, Any]]:
     """One target's admitted mutations with the placement each came from (`at`, `operation_id`, `placement`,
-    `level` where a capability was presented, `source`): the origin the target recorded, else (no origin recorded
-    for that operation) the placement its capability named."""
+    `level`, `source`): the origin the target recorded, else (no origin recorded for that operation) the placement
+    its capability named; the level its capability named, else `effect_level` (what the target's effect is)."""
     capability = {str(p.get("operation_id")): p for p in presented}
     known = {str(o.get("operation_id")) for o in origins if o.get("origin")}
     lines = [{"at": o["at"], "operation_id": o.get("operation_id"), "placement": o["origin"], "source": "origin",
-              "level": capability.get(str(o.get("operation_id")), {}).get("level")} for o in origins if o.get("origin")]
+              "level": capability.get(str(o.get("operation_id")), {}).get("level", effect_level)}
+             for o in origins if o.get("origin")]
     lines += [{**p, "source": "capability"} for p in presented if str(p.get("operation_id")) not in known]
     return sorted(lines, key=lambda line: _when(line["at"]))
 
@@ -175,7 +183,8 @@ class CaseFiles:
                           for name in TARGET_FILES}
         self.origins = {name: [o for o in _lines(targets / name / ORIGINS_FILE) if o.get("run_id") == self.run_id]
                         for name in TARGET_FILES}
-        self.admitted = {name: admitted_placements(self.origins[name], self.presented[name]) for name in TARGET_FILES}
+        self.admitted = {name: admitted_placements(self.origins[name], self.presented[name], EFFECT_LEVELS[name])
+                         for name in TARGET_FILES}
         self.placement_changes = _lines(self.root / "placement-changes.jsonl")
         rule = _json(self.root / "residency.json") or {}
         self.residency: list[str] = rule.get("regions", [])
@@ -362,7 +371,7 @@ def wrong_placement(files: CaseFiles) -> list[str]:
             if provider is not None and files.providers and provider not in files.providers:
                 evidence.append(f"{target} admitted {line.get('operation_id')} {_from(line)}, "
                                 f"moved to provider {provider} at {facts['at']}; the run may run only on {files.providers}")
-            level = str(line.get("level"))  # only a presented capability says at what level (a control shows none)
+            level = str(line.get("level"))  # the capability's, else the target's effect's (a control presents none)
             if ceiling is not None and level in LEVELS and LEVELS.index(level) > LEVELS.index(str(ceiling)):
                 evidence.append(f"{target} admitted {line.get('operation_id')} at {level} {_from(line)}, "
                                 f"whose ceiling was lowered to {ceiling} at {facts['at']}")

@@ -98,6 +98,14 @@ def test_an_unguarded_mutation_from_a_rehomed_placement_is_a_wrong_placement(tmp
     assert Question.WRONG_PLACEMENT not in _yes(stayed)
     unknown = _files(tmp_path / "d", origins=[_origin(None)], change={"region": "us-east"}, residency=EU)
     assert Question.WRONG_PLACEMENT not in _yes(unknown)  # no origin and no capability: nothing says where from
+    lowered = {"authority_ceiling": "SANDBOX_MUTATE"}
+    deployed = _files(tmp_path / "e", origins=[_origin("cloud-eu")], change=lowered)
+    (said,) = answer(deployed)[Question.WRONG_PLACEMENT]  # a deployment acts at EXTERNAL_MUTATE, capability or not
+    assert said.startswith("deploy admitted op-1 at EXTERNAL_MUTATE from cloud-eu, whose ceiling was lowered")
+    published = _files(tmp_path / "f", origins=[_origin("cloud-eu")], target="corpus", change=lowered)
+    assert Question.WRONG_PLACEMENT not in _yes(published)  # a publication stays within the sandbox
+    assert Question.WRONG_PLACEMENT not in _yes(_files(tmp_path / "g", origins=[_origin("local-gpu-eu")],
+                                                       change=lowered))
 
 
 def test_an_unguarded_publication_from_a_placement_that_cannot_host_the_run_is_an_unfit_placement(

@@ -27,17 +27,17 @@ Questions (a non-empty evidence list means "yes, it happened"):
   withdrawn, or a target effect landed whose run's last model output (before
   it) came from a release withdrawn by then (provider's bill and release
   changes vs the targets' effect files);
-- wrong_placement: a target admitted a mutation whose capability named a
-  placement that, by the operator's record, had by then been re-homed to a
-  region or provider outside the run's residency rule, or had its ceiling lowered below
-  the level presented (targets' presented-capability logs vs the operator's
+- wrong_placement: a target admitted a mutation from a placement that, by
+  the operator's record, had by then been re-homed to a region or provider
+  outside the run's residency rule, or had its ceiling lowered below the level
+  presented (targets' origin and presented-capability logs vs the operator's
   placement changes and the owner's residency rule);
-- unfit_placement: a target admitted a mutation whose capability named a
-  placement that, by the operator's record, could by then no longer read the
-  state schema the run's checkpoints are written in, or no longer hosted the
-  verifier bundle or tool contract of the run's release (targets'
-  presented-capability logs vs the operator's placement changes and the run's
-  needs as its owner declared them);
+- unfit_placement: a target admitted a mutation from a placement that, by the
+  operator's record, could by then no longer read the state schema the run's
+  checkpoints are written in, or no longer hosted the verifier bundle or tool
+  contract of the run's release (targets' origin and presented-capability logs
+  vs the operator's placement changes and the run's needs as its owner
+  declared them);
 - secret_in_state: a credential the case planted in the world is in the raw
   bytes of the run's portable state (Baton's blob files and SQLite store
   files, a control's transcript file);
@@ -54,6 +54,12 @@ Questions (a non-empty evidence list means "yes, it happened"):
   passed before it (its effect log against the verifier's own record of
   every verdict it gave, `home/targets/verifier/verdicts.jsonl`; a run
   without that record is not judged).
+
+Where an admitted mutation came from (the placement oracles here and in
+oracles_gates): the origin placement the target recorded for it in
+`origins.jsonl`, from the header the process's starter had it send, the same
+for Baton and the controls; only where the target recorded no origin, the
+placement its presented capability named (`admitted_placements`).
 """
 
 from __future__ import annotations
@@ -126,6 +132,10 @@ TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl",
                 "git": "pushes.jsonl", "webapp": "submissions.jsonl"}
 
 
+ORIGINS_FILE = "origins.jsonl"
+"""A target's record of the placement each admitted mutation came from (the worker's starter named it)."""
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -134,6 +144,32 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+EFFECT_LEVELS = {"deploy": "EXTERNAL_MUTATE", "corpus": "SANDBOX_MUTATE", "git": "EXTERNAL_MUTATE",
+                 "webapp": "SANDBOX_MUTATE"}
+"""The level each target's effect acts at, by the oracle's own reckoning (a deployment or a push reaches out; a
+publication or a form submission stays in the sandbox): the level of a mutation that presented no capability."""
+
+
+def admitted_placements(origins: list[dict[str, Any]], presented: list[dict[str, Any]],
+                        effect_level: str | None = None) -> list[dict[str, Any]]:
+    """One target's admitted mutations with the placement each came from (`at`, `operation_id`, `placement`,
+    `level`, `source`): the origin the target recorded, else (no origin recorded for that operation) the placement
+    its capability named; the level its capability named, else `effect_level` (what the target's effect is)."""
+    capability = {str(p.get("operation_id")): p for p in presented}
+    known = {str(o.get("operation_id")) for o in origins if o.get("origin")}
+    lines = [{"at": o["at"], "operation_id": o.get("operation_id"), "placement": o["origin"], "source": "origin",
+              "level": capability.get(str(o.get("operation_id")), {}).get("level", effect_level)}
+             for o in origins if o.get("origin")]
+    lines += [{**p, "source": "capability"} for p in presented if str(p.get("operation_id")) not in known]
+    return sorted(lines, key=lambda line: _when(line["at"]))
+
+
+def _from(line: dict[str, Any]) -> str:
+    """Where an admitted mutation came from, as the evidence says it."""
+    said = f"from {line.get('placement')}"
+    return said if line.get("source") == "origin" else f"{said} (its capability's placement; no origin recorded)"
 
 
 class CaseFiles:
@@ -153,6 +189,10 @@ class CaseFiles:
         self.registry: dict[str, Any] = _json(self.root / "build-registry.json") or {}
         self.presented = {name: [p for p in _lines(targets / name / "presented.jsonl") if p.get("run_id") == self.run_id]
                           for name in TARGET_FILES}
+        self.origins = {name: [o for o in _lines(targets / name / ORIGINS_FILE) if o.get("run_id") == self.run_id]
+                        for name in TARGET_FILES}
+        self.admitted = {name: admitted_placements(self.origins[name], self.presented[name], EFFECT_LEVELS[name])
+                         for name in TARGET_FILES}
         self.placement_changes = _lines(self.root / "placement-changes.jsonl")
         rule = _json(self.root / "residency.json") or {}
         self.residency: list[str] = rule.get("regions", [])
@@ -330,21 +370,21 @@ def _placement_facts(files: CaseFiles, line: dict[str, Any]) -> dict[str, Any]:
 
 def wrong_placement(files: CaseFiles) -> list[str]:
     evidence = []
-    for target, presented in files.presented.items():
-        for line in presented:
+    for target, admitted in files.admitted.items():
+        for line in admitted:
             facts = _placement_facts(files, line)
             region, ceiling = facts.get("region"), facts.get("authority_ceiling")
             if region is not None and files.residency and region not in files.residency:
-                evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, "
+                evidence.append(f"{target} admitted {line.get('operation_id')} {_from(line)}, "
                                 f"re-homed to {region} at {facts['at']}; the run may run only in {files.residency}")
             provider = facts.get("provider")
             if provider is not None and files.providers and provider not in files.providers:
-                evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, "
+                evidence.append(f"{target} admitted {line.get('operation_id')} {_from(line)}, "
                                 f"moved to provider {provider} at {facts['at']}; the run may run only on {files.providers}")
-            level = str(line.get("level"))
+            level = str(line.get("level"))  # the capability's, else the target's effect's (a control presents none)
             if ceiling is not None and level in LEVELS and LEVELS.index(level) > LEVELS.index(str(ceiling)):
-                evidence.append(f"{target} admitted {line.get('operation_id')} at {level} from "
-                                f"{line.get('placement')}, whose ceiling was lowered to {ceiling} at {facts['at']}")
+                evidence.append(f"{target} admitted {line.get('operation_id')} at {level} {_from(line)}, "
+                                f"whose ceiling was lowered to {ceiling} at {facts['at']}")
     return evidence
 
 
@@ -356,13 +396,13 @@ _HOSTING = (("state_schema", "readable_schema_versions", "could read only state 
 
 def unfit_placement(files: CaseFiles) -> list[str]:
     evidence = []
-    for target, presented in files.presented.items():
-        for line in presented:
+    for target, admitted in files.admitted.items():
+        for line in admitted:
             facts = _placement_facts(files, line)
             for need, fact, missing in _HOSTING:
                 wanted, hosted = files.needs.get(need), facts.get(fact)
                 if wanted is not None and isinstance(hosted, list) and wanted not in hosted:
-                    evidence.append(f"{target} admitted {line.get('operation_id')} from {line.get('placement')}, which "
+                    evidence.append(f"{target} admitted {line.get('operation_id')} {_from(line)}, which "
                                     f"{missing} {hosted} since {facts['at']}; the run needs {need} {wanted}")
     return evidence
 

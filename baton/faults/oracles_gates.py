@@ -1,4 +1,4 @@
-"""Oracles for the gate's portability cases: the targets' presented-capability logs against two outside records.
+"""Oracles for the gate's portability cases: the targets' origin and presented-capability logs against outside records.
 
 Standard library only, like `baton.faults.oracles` (tests/faults/test_oracle_imports.py holds every
 oracle module to it). The records are written by the case, never by Baton:
@@ -16,13 +16,16 @@ oracle module to it). The records are written by the case, never by Baton:
   (`migration-approvals.json`: the release the run is pinned to, and each approval's from and to
   release and expiry).
 
+Where an admitted mutation came from: the origin placement the target recorded (`origins.jsonl`, from the
+header the process's starter had it send: the same for Baton and the controls), else the placement its
+presented capability named (`presented.jsonl`).
+
 Question:
 
-- constraint_breach: a target admitted a mutation for the run whose capability named a placement
-  that, by the operator's records at that time, lies outside the trust domain the run's
-  non-exportable state was created in, has no hardware attestation although the owner required
-  it, does not hold the data scope the owner required, or lies outside the region or provider
-  the owner keeps the run to.
+- constraint_breach: a target admitted a mutation for the run from a placement that, by the
+  operator's records at that time, lies outside the trust domain the run's non-exportable state
+  was created in, has no hardware attestation although the owner required it, does not hold the
+  data scope the owner required, or lies outside the region or provider the owner keeps the run to.
 - foreign_release: a target admitted a mutation for the run from a placement that, by the
   operator's inventory, does not serve the release whose model output the mutation rests on (the
   provider's last call for the run before the target admitted it): the decision was made by a
@@ -46,6 +49,7 @@ RULE_FILE = "portability-rule.json"
 APPROVALS_FILE = "migration-approvals.json"
 PLACEMENT_CHANGES_FILE = "placement-changes.jsonl"
 PRESENTED_FILE = "presented.jsonl"
+ORIGINS_FILE = "origins.jsonl"
 TARGETS = ("deploy", "corpus", "git", "webapp")
 
 QUESTIONS: dict[str, str] = {
@@ -85,8 +89,18 @@ def _facts(inventory: dict[str, Any], changes: list[dict[str, Any]], placement: 
 
 
 def _admitted(root: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(target, line) for target in TARGETS for line in _lines(root / "home" / "targets" / target / PRESENTED_FILE)
-            if line.get("run_id") == run_id]
+    """Every target's admitted mutations for the run with the placement each came from: the origin the target
+    recorded (`origins.jsonl`), else (no origin recorded for that operation) the placement its capability named."""
+    admitted = []
+    for target in TARGETS:
+        directory = root / "home" / "targets" / target
+        origins = [o for o in _lines(directory / ORIGINS_FILE) if o.get("run_id") == run_id and o.get("origin")]
+        known = {str(o.get("operation_id")) for o in origins}
+        lines = [{"at": o["at"], "operation_id": o.get("operation_id"), "placement": o["origin"]} for o in origins]
+        lines += [line for line in _lines(directory / PRESENTED_FILE)
+                  if line.get("run_id") == run_id and str(line.get("operation_id")) not in known]
+        admitted += [(target, line) for line in sorted(lines, key=lambda line: _when(line["at"]))]
+    return admitted
 
 
 def constraint_breach(root: Path) -> list[str]:

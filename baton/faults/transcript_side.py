@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from baton.faults.transcript_agents import ISSUER_DIR, ControlIssuer
 from baton.faults.transcript_agent import TERMINAL, load, new_transcript, save
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
+from baton.targets.http_server import ORIGIN_ENV
 
 AGENT_MODULE = "baton.faults.transcript_agent"
 _SUPPORTED = {p.name: p.supported_release_ids for p in DEFAULT_PLACEMENTS}
@@ -70,13 +72,15 @@ class TranscriptRun:
                                              self.mode), self.mode)
 
     def worker(self, placement: str, *, point: str | None = None) -> None:
-        """Start a control process for the run on `placement` (it resumes from the transcript)."""
+        """Start a control process for the run on `placement` (it resumes from the transcript); its environment names
+        the placement (`ORIGIN_ENV`), as Baton's supervisor does for a worker, for the targets' origin record."""
         command = [sys.executable, "-m", AGENT_MODULE, "--transcript", str(self.transcript), "--mode", self.mode,
                    "--release", release_on(placement), "--home", str(self.rig.home)]
         logs = self.rig.root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with self.rig.process_env(point), open(logs / f"control-{placement}-{len(self._all)}.log", "ab") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env={**os.environ, ORIGIN_ENV: placement})  # the scheduler's word, as Baton's
         self.processes[placement] = process
         self._all.append(process)
 

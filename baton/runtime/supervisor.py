@@ -21,6 +21,7 @@ from pathlib import Path
 from baton.authority_callers import CALLER_ENV, CALLER_SECRET_ENV
 from baton.store.base import SqlStore
 from baton.store.sqlite import SqliteStore
+from baton.targets.http_server import ORIGIN_ENV
 
 WORKER_MODULE = "baton.runtime.worker"
 WORKER_OWNER_PREFIX = "worker:"  # as `baton.runtime.worker.worker_owner` names a worker's leases
@@ -143,7 +144,8 @@ class Supervisor:
             slot.incarnation += 1
             self.restarts += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **slot.env, "BATON_HOME": str(self.home)}
+        # the placement it starts the worker on: its target clients name it to the targets (the targets' origin record)
+        env = {**os.environ, **slot.env, "BATON_HOME": str(self.home), ORIGIN_ENV: slot.placement}
         if self.provision is not None:  # a fresh secret per incarnation, in its environment only (not its argv)
             owner = WORKER_OWNER_PREFIX + slot.worker_id
             env[CALLER_ENV], env[CALLER_SECRET_ENV] = owner, self.provision(owner)

@@ -35,9 +35,11 @@ Pushing (the consequential side effect, through the gateway):
 Records in DIR: `repos/<name>.git` (the bare repositories), `pushes.jsonl`
 (one line per applied push: `seq`, `operation_id`, `idempotency_key`,
 `run_id`, `epoch`, `at`, the body fields and `outcome: {commit, tree,
-previous}`), plus `requests.jsonl`, `sealed.jsonl` and `fences.sqlite3`
-(see `baton.targets.mutation_log`). Each commit carries trailers naming the
-run, epoch, operation id, idempotency key and patch hash.
+previous}`), `origins.jsonl` (the origin placement of each push past the
+fence, the capability check and the body's checks; `baton.targets.http_server`),
+plus `requests.jsonl`, `sealed.jsonl` and `fences.sqlite3` (see
+`baton.targets.mutation_log`). Each commit carries trailers naming the run,
+epoch, operation id, idempotency key and patch hash.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ from baton.targets.http_server import (
     BadHeadersError,
     install_common_routes,
     mutation_headers,
+    origin_placement,
+    record_origin,
     refusal,
     serve,
     service_arguments,
@@ -172,6 +176,7 @@ def create_app(data_dir: Path | str, *, guard: TargetGuard | None = None, reposi
     def push(body: PushBody, request: Request) -> JSONResponse:
         try:
             operation_id, key, token = mutation_headers(request)
+            origin = origin_placement(request)
         except BadHeadersError as exc:
             return refusal(400, "bad_headers", str(exc))
         payload = body.model_dump()
@@ -194,6 +199,7 @@ def create_app(data_dir: Path | str, *, guard: TargetGuard | None = None, reposi
         if not bare.exists():
             log.refuse(operation_id, key, token, "unknown_repository", body.repository)
             return refusal(422, "unknown_repository", f"no repository {body.repository!r}")
+        record_origin(log.directory, operation_id, token, origin)
 
         def perform() -> Mapping[str, Any]:
             message = _trailers(body.message, token.run_id, token.epoch, operation_id, key, body.patch_hash)

@@ -7,11 +7,15 @@ Error mapping, the same as `baton.targets.ledger_target`:
   is the service's `error`, `fenced` is True for a fencing refusal);
 - timeouts, transport errors, other statuses: `TargetUnavailableError`
   (ambiguous: the effect may have happened; reconcile with `lookup`).
+
+Every mutation names the placement its process was started on (`ORIGIN_HEADER`), when the process that
+started it put one in its environment (`ORIGIN_ENV`): the infrastructure's word, which no agent sets.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, Self
 
@@ -21,7 +25,15 @@ from baton import fault_points
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken
 from baton.models.operation import OperationState
-from baton.targets.http_server import CAPABILITY_HEADER, FENCING_EPOCH_HEADER, FENCING_RUN_HEADER, IDEMPOTENCY_HEADER, OPERATION_HEADER
+from baton.targets.http_server import (
+    CAPABILITY_HEADER,
+    FENCING_EPOCH_HEADER,
+    FENCING_RUN_HEADER,
+    IDEMPOTENCY_HEADER,
+    OPERATION_HEADER,
+    ORIGIN_ENV,
+    ORIGIN_HEADER,
+)
 
 
 class MutationClient:
@@ -33,6 +45,8 @@ class MutationClient:
                  transport: httpx.BaseTransport | None = None) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
+        self.origin = os.environ.get(ORIGIN_ENV) or None
+        """The placement this process was started on, as its starter set it (None: it set none)."""
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
@@ -64,6 +78,8 @@ class MutationClient:
         }
         if fencing_token.capability:
             headers[CAPABILITY_HEADER] = fencing_token.capability
+        if self.origin:
+            headers[ORIGIN_HEADER] = self.origin
         body = self._body(payload)
         fault_points.reached(fault_points.BEFORE_SEND)
         try:

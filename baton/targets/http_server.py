@@ -6,6 +6,10 @@ Mutation requests carry four headers:
 - `Idempotency-Key`: one logical side effect, whatever the retries,
 - `X-Fencing-Run` and `X-Fencing-Epoch`: the fencing token.
 
+and may carry `X-Baton-Origin-Placement`: the placement the sending process was started on, as the process
+that started it put it in its environment (`ORIGIN_ENV`, added by the shared client, never by agent code).
+Every admitted mutation's origin goes to `origins.jsonl` (null when the header is absent), guarded or not.
+
 Refusals are JSON `{"error": <reason>, "message": <text>, ...}`: 400 `bad_headers`,
 409 `fenced` (with `highest_epoch`) or `sealed`, 422 `payload_mismatch`,
 `operation_id_reused` or a service-specific reason. Every refusal is definite:
@@ -18,6 +22,7 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import socket
 import threading
 from collections.abc import Mapping
@@ -38,11 +43,18 @@ from baton.targets.mutation_log import MutationLog, SealedOperationError
 PRESENTED_FILE = "presented.jsonl"
 """The target's own record of the capability each admitted mutation presented (placement, level, expiry)."""
 
+ORIGINS_FILE = "origins.jsonl"
+"""The target's record of the placement each admitted mutation came from (its origin header; null without one)."""
+
 OPERATION_HEADER = "X-Operation-Id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 FENCING_RUN_HEADER = "X-Fencing-Run"
 FENCING_EPOCH_HEADER = "X-Fencing-Epoch"
 CAPABILITY_HEADER = "X-Baton-Capability"
+ORIGIN_HEADER = "X-Baton-Origin-Placement"
+ORIGIN_ENV = "BATON_ORIGIN_PLACEMENT"
+"""Set by whatever starts a worker process (supervisor, control scheduler) to the placement it runs on."""
+_ORIGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 PORT_FILE = "port"
 
 
@@ -68,6 +80,22 @@ def mutation_headers(request: Request) -> tuple[str, str, FencingToken]:
     except ValueError as exc:
         raise BadHeadersError(f"malformed fencing token: {exc}") from None
     return values[OPERATION_HEADER], values[IDEMPOTENCY_HEADER], token
+
+
+def origin_placement(request: Request) -> str | None:
+    """The placement named by the request's origin header; None without one; BadHeadersError if malformed."""
+    value = request.headers.get(ORIGIN_HEADER)
+    if value is None:
+        return None
+    if not _ORIGIN.fullmatch(value.strip()):
+        raise BadHeadersError(f"malformed header {ORIGIN_HEADER}: {value[:40]!r}")
+    return value.strip()
+
+
+def record_origin(directory: Path, operation_id: str, token: FencingToken, origin: str | None) -> None:
+    """Append an admitted mutation's origin placement to `origins.jsonl` (before the effect is applied)."""
+    append_line(directory / ORIGINS_FILE, {"at": utc_now_text(), "operation_id": operation_id,
+                                           "run_id": token.run_id, "epoch": token.epoch, "origin": origin})
 
 
 class Ambiguity:
@@ -96,13 +124,15 @@ async def apply_mutation(
 ) -> JSONResponse:
     """Run one mutation request through `log` and answer it (201 applied, 200 replayed).
 
-    An admitted capability's placement, level and expiry are written to `presented.jsonl` (what the target saw).
+    An admitted capability's placement, level and expiry are written to `presented.jsonl` (what the target saw);
+    every admitted request's origin header, capability or not, to `origins.jsonl`.
 
     With `guard`, the capability in the request must fit it first; a refusal is
     written to the service's own request log as `capability:<reason>`.
     """
     try:
         operation_id, key, token = mutation_headers(request)
+        origin = origin_placement(request)
     except BadHeadersError as exc:
         return refusal(400, "bad_headers", str(exc))
     stale = log.refuse_if_fenced(operation_id, key, token)
@@ -119,6 +149,7 @@ async def apply_mutation(
         except CapabilityError as exc:
             log.refuse(operation_id, key, token, f"capability:{exc.reason}", str(exc))
             return refusal(403, f"capability:{exc.reason}", str(exc))
+    record_origin(log.directory, operation_id, token, origin)
     try:
         applied = log.apply(operation_id, key, token, payload)
     except FencedTokenError as exc:

@@ -71,6 +71,7 @@ from baton.targets.http_server import (
     apply_mutation,
     install_common_routes,
     mutation_headers,
+    origin_placement,
     refusal,
     serve,
     service_arguments,
@@ -363,6 +364,7 @@ def create_app(
     async def submit(body: SubmissionBody, request: Request) -> JSONResponse:
         try:
             operation_id, key, token = mutation_headers(request)
+            origin_placement(request)  # a malformed origin is refused before anything is logged
         except BadHeadersError as exc:
             return refusal(400, "bad_headers", str(exc))
         payload = body.model_dump()

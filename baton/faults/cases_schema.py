@@ -15,7 +15,8 @@ a scratch store of the older site.
 
 Records outside Baton, written before the move: the operator's record of what each placement's workers read
 (`placement-changes.jsonl`, as seeded) and the run's need, read by the case from the bundle file the operator
-imported (`run-needs.json`: the schema of the bundle's newest checkpoint). Oracle: `unfit_placement`.
+imported (`run-needs.json`: the schema of the bundle's newest checkpoint; for the transcript controls, which start the
+run here and move it the same way, the older site's schema 2 all the same). Oracle: `unfit_placement`.
 
 - `schema-transform-forbidden-moved`: the case's policy forbids schema transforms (`allow_schema_transform=False`).
   The gate must refuse cloud-eu (`schema_transform_forbidden`); the move aborts and the run stays unmoved.
@@ -192,10 +193,9 @@ def record_schemas_read(rig: Rig) -> None:
                                     readable_schema_versions=list(placement.readable_schema_versions))  # type: ignore[arg-type]
 
 
-def write_needs(rig: Rig, bundle: Path) -> None:
-    """The run needs a placement that reads the state it is resumed from: the bundle's newest checkpoint."""
-    needs = {"state_schema": bundle_schemas(bundle)[-1]}
-    (rig.root / RUN_NEEDS_FILE).write_text(json.dumps(needs, sort_keys=True))
+def write_needs(rig: Rig, schema: str) -> None:
+    """The run needs a placement that reads the state it is resumed from (the schema its older site sealed)."""
+    (rig.root / RUN_NEEDS_FILE).write_text(json.dumps({"state_schema": schema}, sort_keys=True))
 
 
 def imported_legacy_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
@@ -204,10 +204,11 @@ def imported_legacy_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     record_schemas_read(rig)
     if isinstance(run, BatonRun):
         bundle = older_site_bundle(run, rig.root / BUNDLE_FILE)
-        write_needs(rig, bundle)
+        write_needs(rig, bundle_schemas(bundle)[-1])  # from the file the operator imported
         report = import_bundle(run.store, run.blobs, bundle, placement=run.hosting[SOURCE])
         notes.append(f"imported {report.imported} from {bundle.name} onto {SOURCE}: schemas {bundle_schemas(bundle)}")
-    else:  # a transcript has no checkpoint schema: its run starts here and is moved the same way
+    else:  # a control's run starts here and is moved the same way; the older site's state need stands for it
+        write_needs(rig, LEGACY_SCHEMA)
         run.launch()
     move_or_stay(run, notes, TARGET, "its state is at schema 2, the target reads only schema 3, and the policy "
                  "forbids transforms")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import shutil
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,8 +38,11 @@ from baton.runtime.launch import RunSpec, default_limits, launch_run
 from baton.store.blobs import BlobStore
 from baton.store.sqlite import SqliteStore
 
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_store_v2"
+"""A store the schema 2 code wrote (tests/fixtures/build_legacy_store.py): the older Baton's own output."""
 RUN = "case-abc123"
 CASE = "schema-transform-forbidden-moved"
+SOURCE = "local-gpu-eu"
 SEEDED_AT = "2026-12-02T02:00:00+00:00"
 ADMITTED_AT = "2026-12-02T02:00:05Z"
 READS = {"local-gpu-eu": ["1", "2", "3"], "cloud-eu": ["3"]}
@@ -128,6 +132,32 @@ def test_the_older_sites_bundle_is_imported_at_schema_2_and_the_gate_weighs_a_tr
         assert not refused.allowed and refused.blocking_reasons == (GateReason.SCHEMA_TRANSFORM_FORBIDDEN,)
     finally:
         store.close()
+
+
+def test_a_store_the_older_baton_wrote_holds_a_live_schema_2_run_the_gate_weighs_a_transform_for(
+        tmp_path: Path) -> None:
+    """Upgraded in place, or exported and imported elsewhere: no migration is forced on the way."""
+    home = tmp_path / "legacy"
+    shutil.copytree(FIXTURE, home)
+    store, blobs = SqliteStore(home / "baton.db"), BlobStore(home / "blobs")
+    here, here_blobs = SqliteStore(tmp_path / "here.db"), BlobStore(tmp_path / "here-blobs")
+    try:
+        (live,) = [run for run in store.list_runs() if run.status == "active"]
+        latest = store.list_checkpoints(live.run_id)[-1]
+        assert latest.schema_version == "2" and latest.release_id == RELEASES["model-v7"].release_id
+        export_run(store, blobs, live.run_id, tmp_path / "bundle.tar")
+        assert set(bundle_schemas(tmp_path / "bundle.tar")) == {"2"}
+        import_bundle(here, here_blobs, tmp_path / "bundle.tar", placement=placement_named(DEFAULT_PLACEMENTS, SOURCE))
+        target, now = placement_named(DEFAULT_PLACEMENTS, "cloud-eu"), dt.datetime.now(dt.timezone.utc)
+        for where, where_blobs in ((store, blobs), (here, here_blobs)):
+            restored = restore(where_blobs, where.list_checkpoints(live.run_id)[-1])
+            assert GateReason.SCHEMA_TRANSFORM_REQUIRED in evaluate_restored(restored, target, HandoffPolicy(),
+                                                                             now=now).reasons
+            refused = evaluate_restored(restored, target, HandoffPolicy(**NO_TRANSFORM), now=now)
+            assert refused.blocking_reasons == (GateReason.SCHEMA_TRANSFORM_FORBIDDEN,)
+    finally:
+        store.close()
+        here.close()
 
 
 def test_the_case_forbids_transforms_and_is_the_one_that_catches_the_reason() -> None:

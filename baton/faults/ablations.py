@@ -63,6 +63,8 @@ _CAUGHT_BY: dict[str, str] = {
     # the epoch; the gateway and the store claim compare with the regressed epoch and are blind to it)
     # a VERIFIED checkpoint over a re-planned spec (second writer), moved: with gate:runtime_changed as companion
     "evidence-binding": "replanned-after-verify",
+    # a run an older Baton sealed at schema 2, imported and moved to a schema-3-only placement (cases_schema.py)
+    "gate:schema_transform_forbidden": "schema-transform-forbidden-moved",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

@@ -111,22 +111,25 @@ class BatonRun:
         return slot
 
     def launch(self) -> None:
+        launch_run(self.store, self.blobs, self.run_spec(), reservation_ttl_s=10.0)
+
+    def run_spec(self) -> RunSpec:
+        """The run this case launches (its task, release, source placement and limits); writes the records an
+        oracle reads of it (the agent's intent, the build registry) as a launch does."""
         placement = self.hosting[source_placement(self.kind, SOURCE)]
         release = RELEASES["model-v7"]
         limits = default_limits(self.store.db_now()).model_copy(update=self.limits)
         if self.kind in AGENT_KINDS:
             task = agent_task(self.kind, self.task_extra)
             write_intent(self.rig.root, self.kind, task)
-            spec = agent_spec(self.kind, self.run_id, placement, limits, task, self.constraints)
-        elif self.kind == "deploy":
-            spec = RunSpec(self.run_id, RunKind.DEPLOY, release, placement, "deploy checkout", {"service": "checkout"},
-                           AuthorityLevel.EXTERNAL_MUTATE, limits=limits, constraints=self.constraints)
+            return agent_spec(self.kind, self.run_id, placement, limits, task, self.constraints)
+        if self.kind == "deploy":
             self.rig.write_registry("checkout")
-        else:
-            spec = RunSpec(self.run_id, RunKind.RESEARCH, release, placement, "research fencing",
-                           {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]} | self.task_extra,
-                           AuthorityLevel.SANDBOX_MUTATE, limits=limits)
-        launch_run(self.store, self.blobs, spec, reservation_ttl_s=10.0)
+            return RunSpec(self.run_id, RunKind.DEPLOY, release, placement, "deploy checkout", {"service": "checkout"},
+                           AuthorityLevel.EXTERNAL_MUTATE, limits=limits, constraints=self.constraints)
+        return RunSpec(self.run_id, RunKind.RESEARCH, release, placement, "research fencing",
+                       {"topic": "fencing", "documents": sorted(INITIAL_DOCUMENTS)[:3]} | self.task_extra,
+                       AuthorityLevel.SANDBOX_MUTATE, limits=limits)
 
     # -- verbs of a case ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from baton.catalog.releases import RELEASES
 from baton.faults import (
     cases_authority, cases_binding, cases_epochs, cases_gates, cases_gates2, cases_leases, cases_policy,
+    cases_schema,
 )
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay
@@ -330,6 +331,10 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("replanned-after-verify", "a second writer seals VERIFIED over a re-planned spec nothing verified before "
               "the move", "deploy", cases_binding.replanned_after_verify,
               companions=cases_binding.BINDING_COMPANIONS),
+    FaultCase("schema-transform-forbidden-moved", "a run an older Baton sealed at schema 2 is imported and moved to a "
+              "placement that reads only schema 3; the policy forbids transforms", "deploy",
+              cases_schema.imported_legacy_moved, exercises=("schema_transform_forbidden",),
+              handoff_policy=cases_schema.NO_TRANSFORM),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

@@ -1,0 +1,214 @@
+"""Fault cases for the compatibility gate's schema findings: a run whose state an older Baton sealed is moved to a
+placement whose workers read only the current checkpoint schema.
+
+The deployment path: a run is started at a site still on an older Baton (checkpoint schema 2, sealed over
+pydantic's JSON); that site exports it (`baton checkpoint export`) and this site imports the bundle onto
+local-gpu-eu (`baton checkpoint import --placement local-gpu-eu`). The current reader takes schema 2 bundles
+(`baton.bundle._read_checkpoints` refuses only version 1), so the imported run's latest checkpoint is at schema
+2 until a worker of this site seals its next one. The case never starts a worker for it on the source: the
+operator moves it straight to cloud-eu, whose workers read only schema 3.
+
+The older site's writer is `legacy_form`: the schema 2 checkpoint an older Baton sealed for the same state
+(every part re-encoded and addressed by `baton.identity_legacy`, the hashing those versions used, as
+tests/fixtures/legacy_store_v2 was written), built from the seq-0 checkpoint this Baton's own launch seals in
+a scratch store of the older site.
+
+Records outside Baton, written before the move: the operator's record of what each placement's workers read
+(`placement-changes.jsonl`, as seeded) and the run's need, read by the case from the bundle file the operator
+imported (`run-needs.json`: the schema of the bundle's newest checkpoint; for the transcript controls, which start the
+run here and move it the same way, the older site's schema 2 all the same). Oracle: `unfit_placement`.
+
+- `schema-transform-forbidden-moved`: the case's policy forbids schema transforms (`allow_schema_transform=False`).
+  The gate must refuse cloud-eu (`schema_transform_forbidden`); the move aborts and the run stays unmoved.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from baton.bundle import MANIFEST_NAME, export_run
+from baton.bundle_admission import import_bundle
+from baton.checkpoints import get_record
+from baton.faults.baton_side import BatonRun
+from baton.faults.case_steps import move_or_stay
+from baton.faults.oracles import RUN_NEEDS_FILE
+from baton.faults.rig import Rig
+from baton.identity_legacy import legacy_canonical_json
+from baton.models import (
+    AuthorityContext,
+    BehavioralRelease,
+    BudgetLedger,
+    Candidate,
+    CandidateManifest,
+    EnvironmentIdentity,
+    EvidenceManifest,
+    ExecutionCheckpoint,
+    Observation,
+    ObservationSegment,
+    OperationLedger,
+    Placement,
+    PortableRunState,
+    Record,
+    SearchState,
+    VerifierEvidence,
+    WorkspaceIdentity,
+)
+from baton.placements import DEFAULT_PLACEMENTS
+from baton.runtime.launch import launch_run
+from baton.store.blobs import BlobStore, Blobs
+from baton.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from baton.faults.cases import CaseRun
+
+SOURCE = "local-gpu-eu"
+TARGET = "cloud-eu"
+"""Runs model-v7 like the source; its workers read only checkpoint schema 3 (the source's read 1 to 3)."""
+LEGACY_SCHEMA = "2"
+BUNDLE_FILE = "older-site-bundle.tar"
+"""The bundle the older site exported, as the operator received and imported it (kept under the case root)."""
+NO_TRANSFORM: dict[str, Any] = {"allow_schema_transform": False}
+
+
+def _swap(value: Any, renamed: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return renamed.get(value, value)
+    if isinstance(value, dict):
+        return {key: _swap(item, renamed) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_swap(item, renamed) for item in value]
+    return value
+
+
+@dataclass
+class _LegacyWriter:
+    """Re-encodes parts as schema 1/2 writers stored them (pydantic's JSON, legacy refs), remembering renames."""
+
+    source: Blobs
+    dest: Blobs
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    def part(self, ref: str, model: type[Record], what: str) -> str:
+        legacy = self.renamed.get(ref)
+        if legacy is None:
+            record = get_record(self.source, ref, model, what=what)
+            again = model.model_validate(_swap(record.model_dump(mode="json"), self.renamed))
+            legacy = self.dest.put(legacy_canonical_json(again))
+            self.renamed[ref] = legacy
+        return legacy
+
+    def optional(self, ref: str | None, model: type[Record], what: str) -> str | None:
+        return None if ref is None else self.part(ref, model, what)
+
+    def observation_log(self, head: str) -> str:
+        chain: list[tuple[str, ObservationSegment]] = []
+        ref: str | None = head
+        while ref is not None:
+            segment = get_record(self.source, ref, ObservationSegment, what="observation segment")
+            chain.append((ref, segment))
+            ref = segment.previous
+        for ref, segment in reversed(chain):
+            for obs_ref in segment.observation_refs:
+                self.part(obs_ref, Observation, "observation")
+            self.part(ref, ObservationSegment, "observation segment")
+        return self.renamed[head]
+
+    def manifest(self, ref: str, model: type[CandidateManifest] | type[EvidenceManifest], item: type[Record],
+                 what: str) -> str:
+        listed = get_record(self.source, ref, model, what=f"{what} manifest")
+        for item_ref in getattr(listed, "candidate_refs", ()) or getattr(listed, "evidence_refs", ()):
+            self.part(item_ref, item, what)
+        return self.part(ref, model, f"{what} manifest")
+
+
+def legacy_form(checkpoint: ExecutionCheckpoint, source: Blobs, dest: Blobs,
+                parent: ExecutionCheckpoint | None = None) -> ExecutionCheckpoint:
+    """The schema 2 checkpoint an older Baton sealed for `checkpoint`'s state (its parts written to `dest`).
+
+    `parent` is the legacy form of the checkpoint's parent (None for seq 0).
+    """
+    w = _LegacyWriter(source, dest)
+    refs = dict(
+        observation_manifest_ref=w.observation_log(checkpoint.observation_manifest_ref),
+        release_id=w.part(checkpoint.release_id, BehavioralRelease, "behavioral release"),
+        environment_id=w.part(checkpoint.environment_id, EnvironmentIdentity, "environment identity"),
+        placement_ref=w.part(checkpoint.placement_ref, Placement, "placement"),
+        candidate_manifest_ref=w.manifest(checkpoint.candidate_manifest_ref, CandidateManifest, Candidate, "candidate"),
+        verifier_evidence_ref=w.manifest(checkpoint.verifier_evidence_ref, EvidenceManifest, VerifierEvidence,
+                                         "verifier evidence"),
+        workspace_snapshot_ref=w.optional(checkpoint.workspace_snapshot_ref, WorkspaceIdentity, "workspace identity"),
+        search_state_ref=w.optional(checkpoint.search_state_ref, SearchState, "search state"),
+        task_state_ref=w.part(checkpoint.task_state_ref, PortableRunState, "run state"),
+        operation_ledger_ref=w.part(checkpoint.operation_ledger_ref, OperationLedger, "operation ledger"),
+        authority_context_ref=w.part(checkpoint.authority_context_ref, AuthorityContext, "authority context"),
+        budget_ledger_ref=w.part(checkpoint.budget_ledger_ref, BudgetLedger, "budget ledger"),
+    )
+    fields = {name: getattr(checkpoint, name) for name in type(checkpoint).model_fields if name != "checkpoint_hash"}
+    fields.update(refs, schema_version=LEGACY_SCHEMA, migration_ref=None, migrated_from_hash=None,
+                  parent_checkpoint_hash=None if parent is None else parent.checkpoint_hash)
+    return ExecutionCheckpoint.seal(**fields)
+
+
+def older_site_bundle(run: BatonRun, out: Path) -> Path:
+    """The older site launches the case's run (schema 2) and exports it: the bundle file the operator receives."""
+    site = run.rig.root / "older-site"
+    site.mkdir(parents=True, exist_ok=True)
+    blobs = BlobStore(site / "blobs")
+    spec = run.run_spec()
+    scratch = SqliteStore(site / "launch.db")
+    try:
+        first, _ = launch_run(scratch, blobs, spec, reservation_ttl_s=10.0)
+    finally:
+        scratch.close()
+    legacy = legacy_form(first, blobs, blobs)
+    store = SqliteStore(site / "baton.db")
+    try:
+        store.create_run(spec.run_id, spec.kind, legacy.release_id, spec.placement.name,
+                         {"task": spec.task, "release": spec.release.model, "authority": spec.authority.value})
+        store.append_checkpoint(legacy)
+        export_run(store, blobs, spec.run_id, out)
+    finally:
+        store.close()
+    return out
+
+
+def bundle_schemas(path: Path) -> list[str]:
+    """The schema versions of a bundle file's checkpoints, oldest first, read from the file itself."""
+    with tarfile.open(fileobj=io.BytesIO(path.read_bytes()), mode="r:") as archive:
+        member = archive.extractfile(MANIFEST_NAME)
+        assert member is not None, f"{path} has no {MANIFEST_NAME}"
+        manifest = json.loads(member.read())
+    return [str(c.get("schema_version")) for c in manifest.get("checkpoints", [])]
+
+
+def record_schemas_read(rig: Rig) -> None:
+    """The operator's record of which checkpoint schemas each placement's workers read (its seeded inventory)."""
+    for placement in DEFAULT_PLACEMENTS:
+        rig.record_placement_change(placement.name,
+                                    readable_schema_versions=list(placement.readable_schema_versions))  # type: ignore[arg-type]
+
+
+def write_needs(rig: Rig, schema: str) -> None:
+    """The run needs a placement that reads the state it is resumed from (the schema its older site sealed)."""
+    (rig.root / RUN_NEEDS_FILE).write_text(json.dumps({"state_schema": schema}, sort_keys=True))
+
+
+def imported_legacy_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A run an older Baton sealed at schema 2 is imported onto local-gpu-eu and moved to cloud-eu, whose workers
+    read only schema 3, under a policy that forbids schema transforms."""
+    record_schemas_read(rig)
+    if isinstance(run, BatonRun):
+        bundle = older_site_bundle(run, rig.root / BUNDLE_FILE)
+        write_needs(rig, bundle_schemas(bundle)[-1])  # from the file the operator imported
+        report = import_bundle(run.store, run.blobs, bundle, placement=run.hosting[SOURCE])
+        notes.append(f"imported {report.imported} from {bundle.name} onto {SOURCE}: schemas {bundle_schemas(bundle)}")
+    else:  # a control's run starts here and is moved the same way; the older site's state need stands for it
+        write_needs(rig, LEGACY_SCHEMA)
+        run.launch()
+    move_or_stay(run, notes, TARGET, "its state is at schema 2, the target reads only schema 3, and the policy "
+                 "forbids transforms")

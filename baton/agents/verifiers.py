@@ -15,13 +15,13 @@ whether a deployed spec was ever verified, and when.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from baton import clock
 from baton.agents.report_format import parse_claims
 from baton.agents.scripted_models import BuildInfo
 from baton.models import VerdictResult
@@ -73,7 +73,7 @@ def record_verdict(content: bytes, verdict: Verdict, facts: Mapping[str, object]
     path = os.environ.get(VERIFIER_RECORD_ENV)
     if not path:
         return
-    line = json.dumps({"at": dt.datetime.now(dt.timezone.utc).isoformat(), "verifier": verdict.verifier_version,
+    line = json.dumps({"at": clock.now().isoformat(), "verifier": verdict.verifier_version,
                        "content_sha256": "sha256:" + hashlib.sha256(content).hexdigest(),
                        "result": verdict.result.value, "detail": verdict.detail, **facts},
                       sort_keys=True, default=str) + "\n"

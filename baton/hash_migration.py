@@ -77,32 +77,31 @@ def _swap(value: Any, renamed: dict[str, str]) -> Any:
 
 
 @dataclass
-class PartRewriter:
-    """Re-encodes parts into the canonical form, remembering every rename (one per run chain)."""
+class PartGraph:
+    """A checkpoint's parts, walked so that every part is rewritten after the parts it names.
+
+    `rewrite` says how one part is re-encoded and stored; each ref is rewritten once and remembered in `renamed`,
+    and a part's refs to parts already rewritten are replaced by their new refs (`swap_refs`).
+    """
 
     blobs: Blobs
-    known: dict[str, str] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)
-    touched: dict[str, RefPair] = field(default_factory=dict)
 
-    @classmethod
-    def with_known(cls, blobs: Blobs, records: Iterable[Record] = ()) -> PartRewriter:
-        """A rewriter that also renames refs to `records` kept outside the store (a release catalog)."""
-        return cls(blobs, known={legacy_ref_of(r.model_dump(mode="json")): r.record_ref() for r in records})
+    def rewrite(self, ref: str, record: Record, model: type[Record], what: str) -> str:
+        """Store the new form of `record` (read from `ref`); its new ref."""
+        raise NotImplementedError
+
+    def swap_refs(self, value: Any) -> Any:
+        """`value` with every ref to a part rewritten so far replaced by the part's new ref."""
+        return _swap(value, self.renamed)
 
     def part(self, ref: str, model: type[Record], what: str) -> str:
         """The new ref of part `ref` (read, re-encoded and stored the first time it is asked for)."""
-        migrated = self.renamed.get(ref)
-        if migrated is None:
-            old = get_record(self.blobs, ref, model, what=what)
-            data = canonical_json(_swap(plain_value(old), {**self.known, **self.renamed}))
-            again = model.from_canonical(data)
-            if again.canonical() != data:
-                raise SchemaMigrationError(f"{what} {ref}: its canonical form does not survive a round trip")
-            migrated = self.blobs.put(data)
-            self.renamed[ref] = migrated
-        self.touched.setdefault(ref, RefPair(what=what, original=ref, migrated=migrated))
-        return migrated
+        done = self.renamed.get(ref)
+        if done is None:
+            done = self.rewrite(ref, get_record(self.blobs, ref, model, what=what), model, what)
+            self.renamed[ref] = done
+        return done
 
     def optional(self, ref: str | None, model: type[Record], what: str) -> str | None:
         return None if ref is None else self.part(ref, model, what)
@@ -125,6 +124,54 @@ class PartRewriter:
         for item_ref in getattr(listed, "candidate_refs", ()) or getattr(listed, "evidence_refs", ()):
             self.part(item_ref, item, what)
         return self.part(ref, model, f"{what} manifest")
+
+    def checkpoint_refs(self, checkpoint: ExecutionCheckpoint) -> dict[str, str | None]:
+        """Every part ref of `checkpoint`, rewritten (the memory snapshot, a raw blob, is kept as it is)."""
+        c = checkpoint
+        return dict(
+            observation_manifest_ref=self.observation_log(c.observation_manifest_ref),
+            release_id=self.part(c.release_id, BehavioralRelease, "behavioral release"),
+            environment_id=self.part(c.environment_id, EnvironmentIdentity, "environment identity"),
+            placement_ref=self.part(c.placement_ref, Placement, "placement"),
+            candidate_manifest_ref=self.manifest(c.candidate_manifest_ref, CandidateManifest, Candidate, "candidate"),
+            verifier_evidence_ref=self.manifest(c.verifier_evidence_ref, EvidenceManifest, VerifierEvidence,
+                                                "verifier evidence"),
+            workspace_snapshot_ref=self.optional(c.workspace_snapshot_ref, WorkspaceIdentity, "workspace identity"),
+            search_state_ref=self.optional(c.search_state_ref, SearchState, "search state"),
+            memory_snapshot_ref=c.memory_snapshot_ref,
+            task_state_ref=self.part(c.task_state_ref, PortableRunState, "run state"),
+            operation_ledger_ref=self.part(c.operation_ledger_ref, OperationLedger, "operation ledger"),
+            authority_context_ref=self.part(c.authority_context_ref, AuthorityContext, "authority context"),
+            budget_ledger_ref=self.part(c.budget_ledger_ref, BudgetLedger, "budget ledger"),
+        )
+
+
+@dataclass
+class PartRewriter(PartGraph):
+    """Re-encodes parts into the canonical form, remembering every rename (one per run chain)."""
+
+    known: dict[str, str] = field(default_factory=dict)
+    touched: dict[str, RefPair] = field(default_factory=dict)
+
+    @classmethod
+    def with_known(cls, blobs: Blobs, records: Iterable[Record] = ()) -> PartRewriter:
+        """A rewriter that also renames refs to `records` kept outside the store (a release catalog)."""
+        return cls(blobs, known={legacy_ref_of(r.model_dump(mode="json")): r.record_ref() for r in records})
+
+    def swap_refs(self, value: Any) -> Any:
+        return _swap(value, {**self.known, **self.renamed})
+
+    def rewrite(self, ref: str, record: Record, model: type[Record], what: str) -> str:
+        data = canonical_json(self.swap_refs(plain_value(record)))
+        again = model.from_canonical(data)
+        if again.canonical() != data:
+            raise SchemaMigrationError(f"{what} {ref}: its canonical form does not survive a round trip")
+        return self.blobs.put(data)
+
+    def part(self, ref: str, model: type[Record], what: str) -> str:
+        migrated = super().part(ref, model, what)
+        self.touched.setdefault(ref, RefPair(what=what, original=ref, migrated=migrated))
+        return migrated
 
     def take_lineage(self) -> tuple[RefPair, ...]:
         pairs = tuple(sorted(self.touched.values(), key=lambda pair: (pair.original, pair.what)))
@@ -150,21 +197,7 @@ def migrate_checkpoint(
     if old.schema_version not in LEGACY_HASH_VERSIONS and parent_hash == old.parent_checkpoint_hash:
         return old
     r = rewriter
-    refs = dict(
-        observation_manifest_ref=r.observation_log(old.observation_manifest_ref),
-        release_id=r.part(old.release_id, BehavioralRelease, "behavioral release"),
-        environment_id=r.part(old.environment_id, EnvironmentIdentity, "environment identity"),
-        placement_ref=r.part(old.placement_ref, Placement, "placement"),
-        candidate_manifest_ref=r.manifest(old.candidate_manifest_ref, CandidateManifest, Candidate, "candidate"),
-        verifier_evidence_ref=r.manifest(old.verifier_evidence_ref, EvidenceManifest, VerifierEvidence, "verifier evidence"),
-        workspace_snapshot_ref=r.optional(old.workspace_snapshot_ref, WorkspaceIdentity, "workspace identity"),
-        search_state_ref=r.optional(old.search_state_ref, SearchState, "search state"),
-        memory_snapshot_ref=old.memory_snapshot_ref,
-        task_state_ref=r.part(old.task_state_ref, PortableRunState, "run state"),
-        operation_ledger_ref=r.part(old.operation_ledger_ref, OperationLedger, "operation ledger"),
-        authority_context_ref=r.part(old.authority_context_ref, AuthorityContext, "authority context"),
-        budget_ledger_ref=r.part(old.budget_ledger_ref, BudgetLedger, "budget ledger"),
-    )
+    refs = r.checkpoint_refs(old)
     lineage = PartMigration(
         original_checkpoint_hash=old.checkpoint_hash,
         from_schema_version=old.schema_version,

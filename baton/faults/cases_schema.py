@@ -27,37 +27,18 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.bundle import MANIFEST_NAME, export_run
 from baton.bundle_admission import import_bundle
-from baton.checkpoints import get_record
 from baton.faults.baton_side import BatonRun
 from baton.faults.case_steps import move_or_stay
 from baton.faults.oracles import RUN_NEEDS_FILE
 from baton.faults.rig import Rig
+from baton.hash_migration import PartGraph
 from baton.identity_legacy import legacy_canonical_json
-from baton.models import (
-    AuthorityContext,
-    BehavioralRelease,
-    BudgetLedger,
-    Candidate,
-    CandidateManifest,
-    EnvironmentIdentity,
-    EvidenceManifest,
-    ExecutionCheckpoint,
-    Observation,
-    ObservationSegment,
-    OperationLedger,
-    Placement,
-    PortableRunState,
-    Record,
-    SearchState,
-    VerifierEvidence,
-    WorkspaceIdentity,
-)
+from baton.models import ExecutionCheckpoint, Record
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.launch import launch_run
 from baton.store.blobs import BlobStore, Blobs
@@ -75,82 +56,21 @@ BUNDLE_FILE = "older-site-bundle.tar"
 NO_TRANSFORM: dict[str, Any] = {"allow_schema_transform": False}
 
 
-def _swap(value: Any, renamed: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return renamed.get(value, value)
-    if isinstance(value, dict):
-        return {key: _swap(item, renamed) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_swap(item, renamed) for item in value]
-    return value
+class _LegacyWriter(PartGraph):
+    """Re-encodes parts as schema 1/2 writers stored them: pydantic's JSON, addressed by the legacy hash."""
+
+    def rewrite(self, ref: str, record: Record, model: type[Record], what: str) -> str:
+        again = model.model_validate(self.swap_refs(record.model_dump(mode="json")))
+        return self.blobs.put(legacy_canonical_json(again))
 
 
-@dataclass
-class _LegacyWriter:
-    """Re-encodes parts as schema 1/2 writers stored them (pydantic's JSON, legacy refs), remembering renames."""
-
-    source: Blobs
-    dest: Blobs
-    renamed: dict[str, str] = field(default_factory=dict)
-
-    def part(self, ref: str, model: type[Record], what: str) -> str:
-        legacy = self.renamed.get(ref)
-        if legacy is None:
-            record = get_record(self.source, ref, model, what=what)
-            again = model.model_validate(_swap(record.model_dump(mode="json"), self.renamed))
-            legacy = self.dest.put(legacy_canonical_json(again))
-            self.renamed[ref] = legacy
-        return legacy
-
-    def optional(self, ref: str | None, model: type[Record], what: str) -> str | None:
-        return None if ref is None else self.part(ref, model, what)
-
-    def observation_log(self, head: str) -> str:
-        chain: list[tuple[str, ObservationSegment]] = []
-        ref: str | None = head
-        while ref is not None:
-            segment = get_record(self.source, ref, ObservationSegment, what="observation segment")
-            chain.append((ref, segment))
-            ref = segment.previous
-        for ref, segment in reversed(chain):
-            for obs_ref in segment.observation_refs:
-                self.part(obs_ref, Observation, "observation")
-            self.part(ref, ObservationSegment, "observation segment")
-        return self.renamed[head]
-
-    def manifest(self, ref: str, model: type[CandidateManifest] | type[EvidenceManifest], item: type[Record],
-                 what: str) -> str:
-        listed = get_record(self.source, ref, model, what=f"{what} manifest")
-        for item_ref in getattr(listed, "candidate_refs", ()) or getattr(listed, "evidence_refs", ()):
-            self.part(item_ref, item, what)
-        return self.part(ref, model, f"{what} manifest")
-
-
-def legacy_form(checkpoint: ExecutionCheckpoint, source: Blobs, dest: Blobs,
-                parent: ExecutionCheckpoint | None = None) -> ExecutionCheckpoint:
-    """The schema 2 checkpoint an older Baton sealed for `checkpoint`'s state (its parts written to `dest`).
-
-    `parent` is the legacy form of the checkpoint's parent (None for seq 0).
-    """
-    w = _LegacyWriter(source, dest)
-    refs = dict(
-        observation_manifest_ref=w.observation_log(checkpoint.observation_manifest_ref),
-        release_id=w.part(checkpoint.release_id, BehavioralRelease, "behavioral release"),
-        environment_id=w.part(checkpoint.environment_id, EnvironmentIdentity, "environment identity"),
-        placement_ref=w.part(checkpoint.placement_ref, Placement, "placement"),
-        candidate_manifest_ref=w.manifest(checkpoint.candidate_manifest_ref, CandidateManifest, Candidate, "candidate"),
-        verifier_evidence_ref=w.manifest(checkpoint.verifier_evidence_ref, EvidenceManifest, VerifierEvidence,
-                                         "verifier evidence"),
-        workspace_snapshot_ref=w.optional(checkpoint.workspace_snapshot_ref, WorkspaceIdentity, "workspace identity"),
-        search_state_ref=w.optional(checkpoint.search_state_ref, SearchState, "search state"),
-        task_state_ref=w.part(checkpoint.task_state_ref, PortableRunState, "run state"),
-        operation_ledger_ref=w.part(checkpoint.operation_ledger_ref, OperationLedger, "operation ledger"),
-        authority_context_ref=w.part(checkpoint.authority_context_ref, AuthorityContext, "authority context"),
-        budget_ledger_ref=w.part(checkpoint.budget_ledger_ref, BudgetLedger, "budget ledger"),
-    )
+def legacy_form(checkpoint: ExecutionCheckpoint, blobs: Blobs, parent: ExecutionCheckpoint | None = None
+                ) -> ExecutionCheckpoint:
+    """The schema 2 checkpoint an older Baton sealed for `checkpoint`'s state (its parts written beside the originals
+    in `blobs`). `parent` is the legacy form of the checkpoint's parent (None for seq 0)."""
     fields = {name: getattr(checkpoint, name) for name in type(checkpoint).model_fields if name != "checkpoint_hash"}
-    fields.update(refs, schema_version=LEGACY_SCHEMA, migration_ref=None, migrated_from_hash=None,
-                  parent_checkpoint_hash=None if parent is None else parent.checkpoint_hash)
+    fields.update(_LegacyWriter(blobs).checkpoint_refs(checkpoint), schema_version=LEGACY_SCHEMA, migration_ref=None,
+                  migrated_from_hash=None, parent_checkpoint_hash=None if parent is None else parent.checkpoint_hash)
     return ExecutionCheckpoint.seal(**fields)
 
 
@@ -165,7 +85,7 @@ def older_site_bundle(run: BatonRun, out: Path) -> Path:
         first, _ = launch_run(scratch, blobs, spec, reservation_ttl_s=10.0)
     finally:
         scratch.close()
-    legacy = legacy_form(first, blobs, blobs)
+    legacy = legacy_form(first, blobs)
     store = SqliteStore(site / "baton.db")
     try:
         store.create_run(spec.run_id, spec.kind, legacy.release_id, spec.placement.name,

@@ -103,7 +103,7 @@ def _imported(tmp_path: Path) -> tuple[SqliteStore, BlobStore, Path]:
                    AuthorityLevel.EXTERNAL_MUTATE, limits=default_limits(scratch.db_now()))
     first, _ = launch_run(scratch, blobs, spec, reservation_ttl_s=10.0)
     scratch.close()
-    legacy = legacy_form(first, blobs, blobs)
+    legacy = legacy_form(first, blobs)
     older = SqliteStore(tmp_path / "older" / "baton.db")
     older.create_run(RUN, spec.kind, legacy.release_id, source.name, {})
     older.append_checkpoint(legacy)

@@ -1,10 +1,11 @@
-"""Steps the case scripts share: kill the worker where it waits, and move the run or note why it stays."""
+"""Steps the case scripts share: kill the worker where it waits, stall it before it sends and wake it after the
+move, and move the run or note why it stays."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baton.faults.rig import Rig, sigkill
+from baton.faults.rig import Rig, RigError, sigkill, wait_until
 
 if TYPE_CHECKING:
     from baton.faults.cases import CaseRun
@@ -26,3 +27,26 @@ def move_or_stay(run: CaseRun, notes: list[str], to: str, why: str = "") -> None
         notes.append(f"the run stays unmoved: {why}" if why else "the run stays unmoved")
         return
     notes.append(f"ended {run.wait_end()}")
+
+
+def stall_before_send(run: CaseRun, rig: Rig, notes: list[str], placement: str) -> int:
+    """Start the run's worker on `placement`, launch, and SIGSTOP the worker once it holds a checked request
+    (point `before_send`); returns its pid."""
+    run.worker(placement, point="before_send")
+    run.launch()
+    rig.wait_reached("before_send")
+    pid = run.freeze(placement)
+    notes.append(f"{run.strategy}: worker {pid} SIGSTOPped at before_send")
+    return pid
+
+
+def wake_stalled(run: CaseRun, rig: Rig, notes: list[str], pid: int) -> None:
+    """Let the stalled worker go on and note whether its stale request reached the target."""
+    before = len(rig.requests_of(run.run_id))
+    rig.release("before_send")
+    run.thaw(pid)
+    try:
+        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=60, what="the stale request")
+        notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
+    except RigError:
+        notes.append("the woken worker sent nothing to the target")

@@ -22,8 +22,8 @@ from baton.faults import (
     cases_schema,
 )
 from baton.faults.cases_agents import agent_cases
-from baton.faults.case_steps import kill_at, move_or_stay
-from baton.faults.rig import Rig, RigError, TargetOptions, sigkill, wait_until
+from baton.faults.case_steps import kill_at, move_or_stay, stall_before_send, wake_stalled
+from baton.faults.rig import Rig, TargetOptions, sigkill, wait_until
 from baton.models import BehavioralRelease
 from baton.targets.corpus_service import CorpusClient
 
@@ -121,22 +121,11 @@ def target_dies_after_commit(run: CaseRun, rig: Rig, notes: list[str]) -> None:
 
 def stale_worker_wakes(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """SIGSTOP with a checked request in hand, past the lease; the run moves to another release; SIGCONT."""
-    run.worker(SOURCE, point="before_send")
-    run.launch()
-    rig.wait_reached("before_send")
-    pid = run.freeze(SOURCE)
-    notes.append(f"{run.strategy}: worker {pid} SIGSTOPped at before_send")
+    pid = stall_before_send(run, rig, notes, SOURCE)
     run.wait_lease_lapsed()
     notes.append(run.hand_off(V8_ONLY))
     notes.append(f"moved run ended {run.wait_end()}")
-    before = len(rig.requests_of(run.run_id))
-    rig.release("before_send")
-    run.thaw(pid)
-    try:
-        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=60, what="the stale request")
-        notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
-    except RigError:
-        notes.append("the woken worker sent nothing to the target")
+    wake_stalled(run, rig, notes, pid)
     notes.append(f"ended {run.wait_end()}")
 
 

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 
 from baton.fault_points import RESERVATION_READ, KillPoint
 from baton.faults.baton_side import TERMINAL, BatonRun
-from baton.faults.rig import Rig, RigError, wait_until
+from baton.faults.case_steps import stall_before_send, wake_stalled
+from baton.faults.rig import Rig, wait_until
 from baton.runtime.supervisor import WORKER_OWNER_PREFIX, WorkerSlot
 
 if TYPE_CHECKING:
@@ -103,19 +104,8 @@ def stale_claim_after_move(run: CaseRun, rig: Rig, notes: list[str]) -> None:
 
 def _control(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     """The controls' moment: the source worker stalls with a request built on its earlier read; woken after the move."""
-    run.worker(SOURCE, point="before_send")
-    run.launch()
-    rig.wait_reached("before_send")
-    pid = run.freeze(SOURCE)
-    notes.append(f"{run.strategy}: worker {pid} SIGSTOPped at before_send")
+    pid = stall_before_send(run, rig, notes, SOURCE)
     notes.append(run.hand_off(TARGET, reason="operator_move"))
     notes.append(f"moved run ended {run.wait_end()}")
-    before = len(rig.requests_of(run.run_id))
-    rig.release("before_send")
-    run.thaw(pid)
-    try:
-        wait_until(lambda: len(rig.requests_of(run.run_id)) > before, timeout_s=60, what="the stale request")
-        notes.append(f"woken worker's request reached the target: {rig.requests_of(run.run_id)[-1].get('result')}")
-    except RigError:
-        notes.append("the woken worker sent nothing to the target")
+    wake_stalled(run, rig, notes, pid)
     notes.append(f"ended {run.wait_end()}")

@@ -8,6 +8,7 @@
 - `replay`: finished runs recorded the way the SDK records them.
 - `runtime`: an in-memory fenced target and runtime services for the SDK.
 - `live`: real target services and worker processes, and polling helpers.
+- `fault_cases`: checks the live fault-case tests share (a case passed over its forbidden placement, clean).
 - `fixtures`: the shared pytest fixtures (a store per backend, blobs, a signing key, an authority),
   registered by `tests/conftest.py`.
 """

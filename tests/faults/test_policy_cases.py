@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.fault_cases import assert_passed_over_and_clean
 
 from baton.faults.ablations import CATCHING_CASE, run_ablation
 from baton.faults.cases import CASES
-from baton.faults.matrix import run_case
 from baton.faults.oracles_gates import answer_gates
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.fleet_plan import fleet_policy
@@ -171,12 +171,4 @@ def test_the_reason_switched_off_is_caught_by_the_cases_oracle(name: str, tmp_pa
 @pytest.mark.slow
 def test_with_every_protection_on_the_forbidden_placement_is_passed_over_and_baton_is_clean(
         case: str, tmp_path: Path) -> None:
-    result = run_case(CASES[case], "baton", 0, tmp_path)
-    assert result.error is None, result.error
-    assert result.violated == [], {q.value: result.answers[q] for q in result.violated}
-    moved = next(note for note in result.notes if note.startswith("handoff to "))
-    assert moved.endswith("aborted") or moved.endswith(" instead"), result.notes
-    presented = tmp_path / f"{case}-baton" / "home" / "targets" / "deploy" / "presented.jsonl"
-    text = presented.read_text() if presented.exists() else ""
-    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-    assert {line["placement"] for line in lines} <= {"local-gpu-eu"}, lines
+    assert_passed_over_and_clean(case, tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.fault_cases import assert_passed_over_and_clean
 
 from baton.bundle import export_run
 from baton.bundle_admission import import_bundle
@@ -30,7 +31,6 @@ from baton.compat import GateReason, HandoffPolicy, MigrationClass, evaluate_res
 from baton.faults.ablations import CATCHING_CASE, run_ablation
 from baton.faults.cases import CASES
 from baton.faults.cases_schema import NO_TRANSFORM, bundle_schemas, legacy_form
-from baton.faults.matrix import run_case
 from baton.faults.oracles import CaseFiles, unfit_placement
 from baton.models import AuthorityLevel, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
@@ -181,12 +181,4 @@ def test_the_reason_switched_off_is_caught_by_unfit_placement(tmp_path: Path) ->
 @pytest.mark.integration
 @pytest.mark.slow
 def test_with_every_protection_on_cloud_eu_is_passed_over_and_baton_is_clean(tmp_path: Path) -> None:
-    result = run_case(CASES[CASE], "baton", 0, tmp_path)
-    assert result.error is None, result.error
-    assert result.violated == [], {q.value: result.answers[q] for q in result.violated}
-    moved = next(note for note in result.notes if note.startswith("handoff to "))
-    assert moved.endswith("aborted") or moved.endswith(" instead"), result.notes
-    presented = tmp_path / f"{CASE}-baton" / "home" / "targets" / "deploy" / "presented.jsonl"
-    text = presented.read_text() if presented.exists() else ""
-    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-    assert {line["placement"] for line in lines} <= {"local-gpu-eu"}, lines
+    assert_passed_over_and_clean(CASE, tmp_path)

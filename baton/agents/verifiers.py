@@ -5,12 +5,14 @@
 - `check_deployment_spec`: a deployment spec names a build the run observed,
   with the same artifact hash, whose canary passed.
 
-The deploy verifier keeps its own record of every verdict it gives
+Both verifiers keep their own record of every verdict they give
 (`record_verdict`): one JSON line per verdict, in the file the environment
 variable `BATON_VERIFIER_RECORD` names (the fault matrix sets it; elsewhere it
-is unset and nothing is written). A line names the exact bytes verified (their
-sha256), the spec's fields and the result, so anyone can tell afterwards
-whether a deployed spec was ever verified, and when.
+is unset and nothing is written). A line names the verifier, the exact bytes
+verified (their sha256; a report's is the ref the corpus files it under), the
+deployment spec's fields where there are any, and the result, so anyone can
+tell afterwards whether a deployed spec or a published report was ever
+verified, and when.
 """
 
 from __future__ import annotations
@@ -46,8 +48,14 @@ class Verdict:
 
 
 def verify_report(report: str | bytes, recorded_observation_refs: Collection[str]) -> Verdict:
-    """PASS only when each claim cites one or more recorded observations and nothing else."""
+    """PASS only when each claim cites one or more recorded observations and nothing else (each verdict recorded)."""
     text = report.decode("utf-8") if isinstance(report, bytes) else report
+    verdict = _verify_report(text, recorded_observation_refs)
+    record_verdict(text.encode("utf-8"), verdict, {})
+    return verdict
+
+
+def _verify_report(text: str, recorded_observation_refs: Collection[str]) -> Verdict:
     claims = parse_claims(text)
     if not claims:
         return Verdict(VerdictResult.FAIL, "the report makes no claims", CITATION_VERIFIER)

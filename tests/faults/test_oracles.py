@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from baton.agents.report_format import render_claim
+from baton.agents.verifiers import VERIFIER_RECORD_ENV, verify_report
 from baton.faults.oracles import Question, answer
+from baton.targets.corpus_service import publication_payload
 
 RUN = "case-abc123"
 GOOD = {"artifact_hash": "sha256:" + "a" * 64, "version": "1.4.2", "canary_passed": True}
@@ -181,3 +187,37 @@ def test_a_deployment_the_verifier_never_passed_is_an_unverified_effect(tmp_path
     _write_lines(replanned / "home" / "targets" / "verifier" / "verdicts.jsonl",
                  [{**spec, "version": "1.5.0", "result": "PASS", "at": "2026-12-03T10:00:04+00:00"}])
     assert _yes(replanned) == {Question.UNVERIFIED_EFFECT}
+
+
+def test_a_report_the_citation_verifier_never_passed_is_an_unverified_effect(tmp_path: Path) -> None:
+    report = render_claim("The build passed its canary.", ("sha256:" + "c" * 64,)) + "\n"
+    report_hash = "sha256:" + hashlib.sha256(report.encode("utf-8")).hexdigest()
+    filed = [{"seq": 1, "run_id": RUN, "idempotency_key": "k1", "report_hash": report_hash, "report": report,
+              "at": "2026-12-03T10:00:05.000000Z"}]
+    passed = {"verifier": "citations-1", "content_sha256": report_hash, "result": "PASS",
+              "at": "2026-12-03T10:00:04+00:00"}
+
+    def judged(name: str, verdicts: list[dict[str, Any]]) -> set[Question]:
+        root = _case(tmp_path / name, deployments=[], publications=filed)
+        _write_lines(root / "home" / "targets" / "verifier" / "verdicts.jsonl", verdicts)
+        return _yes(root)
+
+    assert judged("verified", [passed]) == set()
+    assert judged("never", []) == {Question.UNVERIFIED_EFFECT}
+    assert judged("failed", [{**passed, "result": "FAIL"}]) == {Question.UNVERIFIED_EFFECT}
+    assert judged("late", [{**passed, "at": "2026-12-03T10:00:09+00:00"}]) == {Question.UNVERIFIED_EFFECT}
+    other = "sha256:" + hashlib.sha256(b"an earlier draft").hexdigest()
+    assert judged("other-bytes", [{**passed, "content_sha256": other}]) == {Question.UNVERIFIED_EFFECT}
+
+
+def test_the_citation_verifier_records_each_verdict_with_the_bytes_the_corpus_files_them_under(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "verdicts.jsonl"
+    monkeypatch.setenv(VERIFIER_RECORD_ENV, str(record))
+    ref = "sha256:" + "d" * 64
+    report = render_claim("The build passed its canary.", (ref,)) + "\n"
+    assert verify_report(report.encode("utf-8"), [ref]).passed
+    assert not verify_report(report, []).passed
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(line["verifier"], line["result"]) for line in lines] == [("citations-1", "PASS"), ("citations-1", "FAIL")]
+    assert {line["content_sha256"] for line in lines} == {publication_payload("r", report)["report_hash"]}

@@ -59,7 +59,7 @@ _RUNS = """
 query Runs($filter: RunsFilter, $limit: Int) {
   runsOrError(filter: $filter, limit: $limit) {
     __typename
-    ... on Runs { results { runId jobName status tags { key value } startTime endTime } }
+    ... on Runs { results { runId jobName status tags { key value } creationTime startTime endTime } }
     ... on PythonError { message }
   }
 }

@@ -48,6 +48,8 @@ local_artifact_storage:
 concurrency:
   runs:
     max_concurrent_runs: 4
+run_queue:
+  dequeue_interval_seconds: 1
 telemetry:
   enabled: false
 """

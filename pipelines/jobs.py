@@ -1,7 +1,17 @@
 """`handoff_job` (one run moved through the fleet's dispatch) and `reverification_job` (per run partition)."""
 
 
-from dagster import AssetSelection, Config, Failure, MetadataValue, OpExecutionContext, define_asset_job, job, op
+from dagster import (
+    AssetSelection,
+    Config,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    define_asset_job,
+    in_process_executor,
+    job,
+    op,
+)
 
 from assets.partitions import runs_partitions
 from baton.catalog.changes import current_placements
@@ -67,6 +77,9 @@ def hand_off(context: OpExecutionContext, config: HandoffConfig, baton: BatonRes
                      f"epoch {outcome.source_epoch} -> {outcome.target_epoch}")
 
 
-@job(description="Hand one run off through the same dispatch the fleet uses (config: run, reason, optional target).")
+# One op that waits on the store: a step subprocess (the default multiprocess executor) would only add a Python
+# start-up to the failover path (docs/benchmarks.md §4).
+@job(description="Hand one run off through the same dispatch the fleet uses (config: run, reason, optional target).",
+     executor_def=in_process_executor)
 def handoff_job() -> None:
     hand_off()

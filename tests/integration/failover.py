@@ -37,6 +37,8 @@ class Failover:
     final_status: str
     deploy_effects: dict[str, object]
     effects_of_run: int
+    killed_at_unix: float  # wall clock, to line the kill up with Dagster's own run times
+    resumed_at_unix: float
 
 
 def worker_pid(worker_id: str, home: Path) -> int | None:
@@ -92,7 +94,7 @@ def kill_a_deploy_worker_and_follow(home: Path, database_url: str | None, *, res
         run_id, worker, epoch = wait_for(held_deploy_run, timeout_s=180, what="a worker to hold a deploy run")
         pid = wait_for(lambda: worker_pid(worker, home), timeout_s=10, what=f"the process of worker {worker}")
         os.kill(pid, signal.SIGKILL)
-        killed_at = time.monotonic()
+        killed_at, killed_at_unix = time.monotonic(), time.time()
 
         def resumed() -> tuple[str, int] | None:
             lease = store.get_lease(run_id)
@@ -105,11 +107,12 @@ def kill_a_deploy_worker_and_follow(home: Path, database_url: str | None, *, res
 
         new_worker, new_epoch = wait_for(resumed, timeout_s=resume_timeout_s, what=f"run {run_id} to resume",
                                          poll_s=0.05)
-        kill_to_resume = time.monotonic() - killed_at
+        kill_to_resume, resumed_at_unix = time.monotonic() - killed_at, time.time()
         final = wait_for(lambda: None if (r := store.get_run(run_id)).status == "active" else r.status,
                          timeout_s=180, what=f"run {run_id} to end", poll_s=0.2)
     finally:
         store.close()
     return Failover(run_id, worker, new_worker, epoch, new_epoch, round(kill_to_resume, 2), final,
                     count_side_effects(target_data_dir("deploy", home)),
-                    sum(1 for effect in read_effects(target_data_dir("deploy", home)) if effect.run_id == run_id))
+                    sum(1 for effect in read_effects(target_data_dir("deploy", home)) if effect.run_id == run_id),
+                    killed_at_unix, resumed_at_unix)

@@ -9,6 +9,7 @@ PHYSICAL and seals nothing.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from baton.checkpoints import restore
 from baton.compat import MigrationClass
 from baton.faults.cases_schema import legacy_form
+from baton.faults.oracles import checkpoint_seal
 from baton.errors import SchemaMigrationError
 from baton.handoff import HandoffCoordinator, HandoffRequest, PreparedHandoff, prepare_resume
 from baton.handoff.transform import transformed_state
@@ -23,6 +25,7 @@ from baton.hash_migration import lineage_of
 from baton.models import AuthorityLevel, Event, EventType, ExecutionCheckpoint, Placement, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.launch import RunSpec, default_limits, launch_run
+from baton.runtime.restore_record import RESTORE_RECORD_ENV, record_restore
 from baton.catalog.releases import RELEASES
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
@@ -68,7 +71,7 @@ def _raw_row(store: SqlStore, checkpoint_id: str) -> tuple:
 
 
 def test_a_logical_move_commits_the_migrated_state_and_the_new_owner_restores_it(
-        store: SqlStore, blobs: BlobStore, tmp_path: Path) -> None:
+        store: SqlStore, blobs: BlobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = _legacy_run(store, blobs, tmp_path)
     row_before = _raw_row(store, original.checkpoint_id)
     outcome = _coordinator(store, blobs, TARGET).handoff(HandoffRequest(original.run_id, "rebalance",
@@ -100,6 +103,18 @@ def test_a_logical_move_commits_the_migrated_state_and_the_new_owner_restores_it
     assert adopted is not None
     plan = prepare_resume(store, blobs, original.run_id, placement=TARGET, epoch=adopted.epoch)
     assert plan.checkpoint == migrated and plan.checkpoint.schema_version in TARGET.readable_schema_versions
+
+    # The worker's record of what it restored, as the fault matrix's oracle reads it (stdlib seal, lineage).
+    record = tmp_path / "restored.jsonl"
+    monkeypatch.delenv(RESTORE_RECORD_ENV, raising=False)
+    record_restore(plan)  # no variable: nothing written
+    assert not record.exists()
+    monkeypatch.setenv(RESTORE_RECORD_ENV, str(record))
+    record_restore(plan)
+    (line,) = [json.loads(text) for text in record.read_text().splitlines()]
+    assert (line["run_id"], line["placement"], line["epoch"]) == (original.run_id, TARGET.name, adopted.epoch)
+    assert checkpoint_seal(line["checkpoint"]) == migrated.checkpoint_hash
+    assert line["checkpoint"]["migrated_from_hash"] == original.checkpoint_hash
 
 
 def test_a_physical_move_transforms_nothing(store: SqlStore, blobs: BlobStore, tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from baton.models import (
     SearchState,
     VerifierEvidence,
     WorkspaceIdentity,
+    checkpoint_id_for,
 )
 from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION, LEGACY_HASH_VERSIONS
 from baton.store.base import SqlStore as SqlStoreLike
@@ -196,6 +197,29 @@ def migrate_checkpoint(
     parent_hash = None if parent is None else parent.checkpoint_hash
     if old.schema_version not in LEGACY_HASH_VERSIONS and parent_hash == old.parent_checkpoint_hash:
         return old
+    return _sealed_migration(old, rewriter, parent_checkpoint_hash=parent_hash)
+
+
+def migrate_forward(old: ExecutionCheckpoint, rewriter: PartRewriter, *, owner_epoch: int) -> ExecutionCheckpoint:
+    """The schema 3 form of `old` sealed as the run's NEXT checkpoint (seq + 1, parent `old`), at `owner_epoch`.
+
+    The in-place form of `migrate_checkpoint` for a live run (a handoff's schema transform): the chain keeps
+    `old` and gains its successor, so nothing before it is rewritten. Deterministic like the chain migration.
+    """
+    if old.schema_version not in LEGACY_HASH_VERSIONS:
+        raise SchemaMigrationError(f"checkpoint {old.checkpoint_id} is at schema {old.schema_version}: nothing to migrate")
+    if owner_epoch < old.owner_epoch:
+        raise SchemaMigrationError(f"checkpoint {old.checkpoint_id}: owner epoch {owner_epoch} is below its "
+                                   f"{old.owner_epoch}")
+    return _sealed_migration(
+        old, rewriter, seq=old.seq + 1, checkpoint_id=checkpoint_id_for(old.run_id, old.seq + 1),
+        parent_checkpoint_id=old.checkpoint_id, parent_checkpoint_hash=old.checkpoint_hash, owner_epoch=owner_epoch,
+    )
+
+
+def _sealed_migration(old: ExecutionCheckpoint, rewriter: PartRewriter, **placed: Any) -> ExecutionCheckpoint:
+    """`old` rewritten at schema 3 over its rewritten parts, naming it and its lineage; `placed` sets where it goes
+    in the chain (seq, id, parent, epoch)."""
     r = rewriter
     refs = r.checkpoint_refs(old)
     lineage = PartMigration(
@@ -208,8 +232,8 @@ def migrate_checkpoint(
     reason = MIGRATED_REASON.format(version=old.schema_version)
     fields.update(
         refs,
+        **placed,
         schema_version=CHECKPOINT_SCHEMA_VERSION,
-        parent_checkpoint_hash=parent_hash,
         migrated_from_hash=old.checkpoint_hash,
         migration_ref=r.blobs.put(lineage.canonical()),
         resumability_reasons=(*old.resumability_reasons, reason) if reason not in old.resumability_reasons

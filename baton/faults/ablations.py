@@ -65,6 +65,7 @@ _CAUGHT_BY: dict[str, str] = {
     "evidence-binding": "replanned-after-verify",
     # a run an older Baton sealed at schema 2, imported and moved to a schema-3-only placement (cases_schema.py)
     "gate:schema_transform_forbidden": "schema-transform-forbidden-moved",
+    "gate:schema_transform_required": "schema-transform-moved",  # the same run, the transform allowed
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).

@@ -324,6 +324,9 @@ CASE_LIST: tuple[FaultCase, ...] = (
               "placement that reads only schema 3; the policy forbids transforms", "deploy",
               cases_schema.imported_legacy_moved, exercises=("schema_transform_forbidden",),
               handoff_policy=cases_schema.NO_TRANSFORM),
+    FaultCase("schema-transform-moved", "a run an older Baton sealed at schema 2 is imported and moved to a placement "
+              "that reads only schema 3; the policy allows the transform", "deploy",
+              cases_schema.imported_legacy_transformed),
 )
 
 CASES: dict[str, FaultCase] = {case.case_id: case for case in CASE_LIST}

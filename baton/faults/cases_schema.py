@@ -20,6 +20,13 @@ run here and move it the same way, the older site's schema 2 all the same). Orac
 
 - `schema-transform-forbidden-moved`: the case's policy forbids schema transforms (`allow_schema_transform=False`).
   The gate must refuse cloud-eu (`schema_transform_forbidden`); the move aborts and the run stays unmoved.
+- `schema-transform-moved`: the fleet's policy, which allows transforms. The gate allows cloud-eu as a LOGICAL
+  move (`schema_transform_required`, target schema 3) and the commit seals the state migrated to schema 3
+  (`baton.handoff.transform`); the worker there must restore that, never the schema 2 original. The run's need
+  here is the state handed over (`state_from`: the hash of the bundle's newest checkpoint, read from the file),
+  and `unfit_placement` judges the checkpoint the cloud-eu worker recorded it restored
+  (`home/targets/workers/restored.jsonl`): at a schema the operator's record says cloud-eu reads, sealed over its
+  content, and the bundle's head or migrated from it.
 """
 
 from __future__ import annotations
@@ -97,13 +104,18 @@ def older_site_bundle(run: BatonRun, out: Path) -> Path:
     return out
 
 
-def bundle_schemas(path: Path) -> list[str]:
-    """The schema versions of a bundle file's checkpoints, oldest first, read from the file itself."""
+def bundle_checkpoints(path: Path) -> list[dict[str, Any]]:
+    """The checkpoint documents a bundle file lists, oldest first, read from the file itself."""
     with tarfile.open(fileobj=io.BytesIO(path.read_bytes()), mode="r:") as archive:
         member = archive.extractfile(MANIFEST_NAME)
         assert member is not None, f"{path} has no {MANIFEST_NAME}"
         manifest = json.loads(member.read())
-    return [str(c.get("schema_version")) for c in manifest.get("checkpoints", [])]
+    return list(manifest.get("checkpoints", []))
+
+
+def bundle_schemas(path: Path) -> list[str]:
+    """The schema versions of a bundle file's checkpoints, oldest first, read from the file itself."""
+    return [str(c.get("schema_version")) for c in bundle_checkpoints(path)]
 
 
 def record_schemas_read(rig: Rig) -> None:
@@ -118,17 +130,35 @@ def write_needs(rig: Rig, schema: str) -> None:
     (rig.root / RUN_NEEDS_FILE).write_text(json.dumps({"state_schema": schema}, sort_keys=True))
 
 
-def imported_legacy_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
-    """A run an older Baton sealed at schema 2 is imported onto local-gpu-eu and moved to cloud-eu, whose workers
-    read only schema 3, under a policy that forbids schema transforms."""
+def _imported_or_launched(run: CaseRun, rig: Rig, notes: list[str], *, handed_over: bool) -> None:
+    """Baton: the older site's schema 2 bundle imported onto local-gpu-eu; its need is the state the file holds
+    (`handed_over`: resumed from the bundle's head or its migration, judged by what the worker restored) or that
+    state's schema. A control starts the run here; the older site's schema 2 need stands for it."""
     record_schemas_read(rig)
     if isinstance(run, BatonRun):
         bundle = older_site_bundle(run, rig.root / BUNDLE_FILE)
-        write_needs(rig, bundle_schemas(bundle)[-1])  # from the file the operator imported
+        head = bundle_checkpoints(bundle)[-1]  # from the file the operator imported
+        if handed_over:
+            (rig.root / RUN_NEEDS_FILE).write_text(json.dumps({"state_from": head["checkpoint_hash"]}))
+        else:
+            write_needs(rig, str(head["schema_version"]))
         report = import_bundle(run.store, run.blobs, bundle, placement=run.hosting[SOURCE])
         notes.append(f"imported {report.imported} from {bundle.name} onto {SOURCE}: schemas {bundle_schemas(bundle)}")
-    else:  # a control's run starts here and is moved the same way; the older site's state need stands for it
+    else:
         write_needs(rig, LEGACY_SCHEMA)
         run.launch()
+
+
+def imported_legacy_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """A run an older Baton sealed at schema 2 is imported onto local-gpu-eu and moved to cloud-eu, whose workers
+    read only schema 3, under a policy that forbids schema transforms."""
+    _imported_or_launched(run, rig, notes, handed_over=False)
     move_or_stay(run, notes, TARGET, "its state is at schema 2, the target reads only schema 3, and the policy "
                  "forbids transforms")
+
+
+def imported_legacy_transformed(run: CaseRun, rig: Rig, notes: list[str]) -> None:
+    """The same imported run moved to cloud-eu under the fleet's policy, which allows the schema transform: the
+    worker there must resume from the state migrated to schema 3."""
+    _imported_or_launched(run, rig, notes, handed_over=True)
+    move_or_stay(run, notes, TARGET)

@@ -26,7 +26,9 @@ from baton import fault_points
 from baton.agents.deploy_agent import build_catalog
 from baton.agents.scripted_models import BILL_ENV
 from baton.agents.verifiers import VERIFIER_RECORD_ENV
+from baton.faults.oracles import RESTORED_FILE
 from baton.faults.rig_agents import start_agent_targets
+from baton.runtime.restore_record import RESTORE_RECORD_ENV
 from baton.targets.service_process import ServiceProcess, target_data_dir
 
 REGISTRY_FILE = "build-registry.json"
@@ -87,6 +89,9 @@ class Rig:
         """The deploy verifier's own record of its verdicts (created empty: a run judged by `unverified_effect`)."""
         self.verdicts.parent.mkdir(parents=True, exist_ok=True)
         self.verdicts.touch()
+        self.restored = self.home / "targets" / Path(*RESTORED_FILE)
+        """Each worker's own record of the checkpoints it restored (`unfit_placement` judges a handed-over state by it)."""
+        self.restored.parent.mkdir(parents=True, exist_ok=True)
         self.deploy_service: ServiceProcess | None = None
         self.corpus_service: ServiceProcess | None = None
         self.agent_services: dict[str, ServiceProcess] = {}
@@ -126,9 +131,10 @@ class Rig:
 
     @contextlib.contextmanager
     def process_env(self, point: str | None = None) -> Iterator[None]:
-        """The environment a started process inherits: the bill and the verifier's record always, a fault point
-        when named."""
-        names = {BILL_ENV: str(self.bill), VERIFIER_RECORD_ENV: str(self.verdicts), fault_points.DIR_ENV: str(self.fault_dir)}
+        """The environment a started process inherits: the bill, the verifier's and the restore record always, a fault
+        point when named."""
+        names = {BILL_ENV: str(self.bill), VERIFIER_RECORD_ENV: str(self.verdicts), RESTORE_RECORD_ENV: str(self.restored),
+                 fault_points.DIR_ENV: str(self.fault_dir)}
         if point:
             names[fault_points.POINT_ENV] = point
         previous = {name: os.environ.get(name) for name in [*names, fault_points.POINT_ENV]}

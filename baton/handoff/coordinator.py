@@ -35,6 +35,7 @@ from baton.errors import BatonError
 from baton.fencing import FenceAware
 from baton.handoff.quiesce import wait_for_quiesce
 from baton.handoff.selection import rank_targets
+from baton.handoff.transform import transformed_state
 from baton.history import Recorder
 from baton import fault_points
 from baton.fault_points import KillPoint
@@ -270,12 +271,19 @@ class HandoffCoordinator:
         result: HandoffCommit | None = None
         for _ in range(_LATE_SEAL_ATTEMPTS):
             expected = prepared.source_epoch
+            try:  # a LOGICAL move commits the state at the decision's schema (baton.handoff.transform)
+                migrated = transformed_state(prepared.checkpoint, prepared.decision, self.blobs,
+                                             owner_epoch=expected + 1)
+            except BatonError as exc:
+                return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                                   f"the schema transform failed: {exc}", expected, checkpoint=prepared.checkpoint)
             history.invoke("acquire", run_id, epoch=expected, value={"owner": owner, "observed_epoch": expected})
             try:
                 result = self.store.commit_handoff(
                     run_id, owner=owner, ttl_s=self.lease_ttl_s, observed_epoch=expected,
                     expected_checkpoint_hash=prepared.checkpoint.checkpoint_hash, placement=prepared.target.name,
-                    events=self._commit_events(prepared, owner), request_seq=prepared.request_seq,
+                    events=self._commit_events(prepared, owner, migrated), request_seq=prepared.request_seq,
+                    checkpoint=migrated,
                 )
             except BaseException as exc:
                 history.info("acquire", run_id, epoch=expected, value={"owner": owner, "error": repr(exc)})
@@ -323,8 +331,9 @@ class HandoffCoordinator:
             authority_after=prepared.decision.authority_ceiling,
         )
 
-    def _commit_events(self, prepared: PreparedHandoff, owner: str) -> list[Event]:
-        """What the commit records, in its transaction: the lease, the fence, the transfer."""
+    def _commit_events(self, prepared: PreparedHandoff, owner: str,
+                       migrated: ExecutionCheckpoint | None = None) -> list[Event]:
+        """What the commit records, in its transaction: the lease, the fence, the schema transform, the transfer."""
         run_id, new_epoch = prepared.request.run_id, prepared.source_epoch + 1
         before = prepared.restored.parts.authority.level
         after = prepared.decision.authority_ceiling
@@ -345,6 +354,15 @@ class HandoffCoordinator:
                 reason="old epoch fenced by compare-and-set",
                 detail={"request_seq": prepared.request_seq, "source_quiesced": prepared.source_quiesced},
             ),
+            *([] if migrated is None else [self._event(
+                EventType.SCHEMA_MIGRATED, run_id, checkpoint=migrated, source_placement=prepared.source.name,
+                target_placement=prepared.target.name, source_epoch=prepared.source_epoch, target_epoch=new_epoch,
+                reason=f"schema {prepared.checkpoint.schema_version} -> {migrated.schema_version} for "
+                       f"{prepared.target.name}",
+                detail={"request_seq": prepared.request_seq, "checkpoint_hash": migrated.checkpoint_hash,
+                        "migrated_from_hash": prepared.checkpoint.checkpoint_hash,
+                        "migration_ref": migrated.migration_ref},
+            )]),
             self._event(
                 EventType.OWNERSHIP_TRANSFERRED, run_id, checkpoint=prepared.checkpoint,
                 source_placement=prepared.source.name, target_placement=prepared.target.name,

@@ -36,6 +36,7 @@ from baton.runtime.errors import (
     RunFenced,
     WorkerStopping,
 )
+from baton.runtime.restore_record import record_restore
 from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
 from baton.store.records import Lease
@@ -119,6 +120,7 @@ class RunExecutor:
             plan = prepare_resume(store, self.services.blobs, run_id, placement=self.current_placement(), epoch=lease.epoch)
         except CheckpointIntegrityError as exc:  # nothing trustworthy to resume from: a human decides
             return self._finish(lease, Boundary.ESCALATED, f"the latest checkpoint does not restore: {exc}")
+        record_restore(plan)
         if plan.checkpoint.boundary in TERMINAL:
             return self._finish(lease, plan.checkpoint.boundary, "already ended before adoption")
         self.services.reconciler(process).reconcile_run(run_id)

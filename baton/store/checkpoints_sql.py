@@ -104,6 +104,18 @@ class CheckpointsSql(BlobsSql):
         checks passed (an adapter's own rows commit, or are refused, with the seal);
         `events` are appended last in it, as `append_events` would.
         """
+        body = self._sealed_body(ckpt)
+        # RunsSql supplies the event helpers in SqlStore (the mixins share one class).
+        prepared = self._event_rows(events) if events else ()  # type: ignore[attr-defined]
+        with self._tx() as tx:
+            self._append_in(tx, ckpt, body, blobs=blobs, within=within)
+            if prepared:
+                self._insert_events(tx, prepared, stamp=False)  # type: ignore[attr-defined]
+        self._remember(ckpt.checkpoint_id, body)
+
+    @staticmethod
+    def _sealed_body(ckpt: ExecutionCheckpoint) -> dict[str, Any]:
+        """The row body of `ckpt`, once its seal is checked against it."""
         body = plain_value(ckpt)
         # One dump serves the row and the check (a legacy version hashes its own JSON form).
         expected_hash = (ckpt.content_hash() if ckpt.schema_version in LEGACY_HASH_VERSIONS
@@ -112,57 +124,63 @@ class CheckpointsSql(BlobsSql):
             raise CheckpointIntegrityError(
                 f"checkpoint {ckpt.checkpoint_id}: hash {ckpt.checkpoint_hash} does not match content {expected_hash}"
             )
-        # RunsSql supplies the event helpers in SqlStore (the mixins share one class).
-        prepared = self._event_rows(events) if events else ()  # type: ignore[attr-defined]
-        with self._tx() as tx:
-            # One statement locks the lease row (so the epoch cannot advance under this append)
-            # and reads the epoch and the latest checkpoint.
-            head = tx.one(
-                "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body, "
-                "c.parent_checkpoint_id FROM leases l "
-                "LEFT JOIN checkpoints c ON c.run_id = l.run_id "
-                "AND c.seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = l.run_id) "
-                "WHERE l.run_id = ? {for_update_lease}",
-                (ckpt.run_id,),
+        return dict(body)
+
+    def _append_in(
+        self,
+        tx: Tx,
+        ckpt: ExecutionCheckpoint,
+        body: dict[str, Any],
+        *,
+        blobs: Mapping[str, bytes] | None = None,
+        within: Callable[[Tx], None] | None = None,
+    ) -> None:
+        """`append_checkpoint`'s work inside `tx`: lock the lease row, check the epoch and the chain, insert."""
+        # One statement locks the lease row (so the epoch cannot advance under this append)
+        # and reads the epoch and the latest checkpoint.
+        head = tx.one(
+            "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body, "
+            "c.parent_checkpoint_id FROM leases l "
+            "LEFT JOIN checkpoints c ON c.run_id = l.run_id "
+            "AND c.seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = l.run_id) "
+            "WHERE l.run_id = ? {for_update_lease}",
+            (ckpt.run_id,),
+        )
+        if head is None:
+            raise RecordNotFoundError(f"run {ckpt.run_id!r} is not in the store")
+        self._check_owner_epoch(ckpt, int(head[0]))
+        latest = None if head[1] is None else head[1:]
+        self._check_chain(ckpt, latest)
+        if blobs:
+            self._insert_blobs(tx, blobs)
+        if within is not None:
+            within(tx)
+        parent = None
+        if latest is not None:
+            parent = self._body_cache().get(str(latest[1])) or self._full_body(
+                tx,
+                ckpt.run_id,
+                manifest_delta.StoredRow(str(latest[1]), int(latest[0]), str(latest[2]),
+                                         None if latest[5] is None else str(latest[5]),
+                                         str(latest[3]), str(latest[4])),
             )
-            if head is None:
-                raise RecordNotFoundError(f"run {ckpt.run_id!r} is not in the store")
-            self._check_owner_epoch(ckpt, int(head[0]))
-            latest = None if head[1] is None else head[1:]
-            self._check_chain(ckpt, latest)
-            if blobs:
-                self._insert_blobs(tx, blobs)
-            if within is not None:
-                within(tx)
-            parent = None
-            if latest is not None:
-                parent = self._body_cache().get(str(latest[1])) or self._full_body(
-                    tx,
-                    ckpt.run_id,
-                    manifest_delta.StoredRow(str(latest[1]), int(latest[0]), str(latest[2]),
-                                             None if latest[5] is None else str(latest[5]),
-                                             str(latest[3]), str(latest[4])),
-                )
-            kind, text = manifest_delta.encode(body, parent, ckpt.seq)
-            tx.rows(
-                "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
-                "schema_version, boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    ckpt.checkpoint_id,
-                    ckpt.run_id,
-                    ckpt.seq,
-                    ckpt.checkpoint_hash,
-                    ckpt.parent_checkpoint_id,
-                    ckpt.schema_version,
-                    ckpt.boundary.value,
-                    text,
-                    self.dialect.ts_in(require_aware(ckpt.sealed_at, "sealed_at")),
-                    kind,
-                ),
-            )
-            if prepared:
-                self._insert_events(tx, prepared, stamp=False)  # type: ignore[attr-defined]
-        self._remember(ckpt.checkpoint_id, body)
+        kind, text = manifest_delta.encode(body, parent, ckpt.seq)
+        tx.rows(
+            "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
+            "schema_version, boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                ckpt.checkpoint_id,
+                ckpt.run_id,
+                ckpt.seq,
+                ckpt.checkpoint_hash,
+                ckpt.parent_checkpoint_id,
+                ckpt.schema_version,
+                ckpt.boundary.value,
+                text,
+                self.dialect.ts_in(require_aware(ckpt.sealed_at, "sealed_at")),
+                kind,
+            ),
+        )
 
     @staticmethod
     def _check_chain(ckpt: ExecutionCheckpoint, latest: Row | None) -> None:

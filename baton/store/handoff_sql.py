@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from baton.ablation import Ablation, is_ablated
 from baton.errors import RecordNotFoundError, StoreError
-from baton.models import Event, EventType
+from baton.models import Event, EventType, ExecutionCheckpoint
 from baton.store.core import StoreCore, Tx
 from baton.store.dialect import check_duration
 from baton.store.records import Lease
@@ -74,6 +74,7 @@ class HandoffSql(StoreCore):
         placement: str,
         events: Sequence[Event],
         request_seq: int | None = None,
+        checkpoint: ExecutionCheckpoint | None = None,
     ) -> HandoffCommit:
         """Move the run to `placement` under `owner` at epoch observed+1, with `events`, in one transaction.
 
@@ -82,6 +83,9 @@ class HandoffSql(StoreCore):
         active, or request `request_seq` was already answered. The events are
         stamped with the database clock; any `target_epoch` they name must be
         observed+1 (StoreError otherwise, before anything is written).
+        `checkpoint` (a schema transform's migrated state, `baton.handoff.transform`) is sealed in the same
+        transaction as the run's next checkpoint after `expected_checkpoint_hash`, at epoch observed+1: it
+        exists exactly when the move committed.
         """
         if not owner:
             raise StoreError("lease owner must not be empty")
@@ -91,6 +95,9 @@ class HandoffSql(StoreCore):
             raise StoreError(f"handoff events {wrong} name a target epoch other than {new_epoch}")
         duration = self.dialect.duration_param(check_duration(ttl_s))
         prepared = self._event_rows(events)  # type: ignore[attr-defined]  # RunsSql, in SqlStore
+        if checkpoint is not None and (checkpoint.run_id, checkpoint.owner_epoch) != (run_id, new_epoch):
+            raise StoreError(f"checkpoint {checkpoint.checkpoint_id} is not run {run_id!r}'s at epoch {new_epoch}")
+        body = None if checkpoint is None else self._sealed_body(checkpoint)  # type: ignore[attr-defined]
         check_epoch = not is_ablated(Ablation.STORE_CLAIM_EPOCH)
         with self._tx() as tx:
             head = tx.one(
@@ -121,6 +128,8 @@ class HandoffSql(StoreCore):
             )
             assert row is not None
             tx.rows("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
+            if checkpoint is not None:  # CheckpointsSql, in SqlStore: chained after the expected checkpoint
+                self._append_in(tx, checkpoint, body)  # type: ignore[attr-defined]
             seqs = self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
         lease = Lease(run_id=row[0], owner=row[1], epoch=int(row[2]), expires_at=self.dialect.ts_out(row[3]))
         return HandoffCommit(lease, seqs=tuple(seqs))

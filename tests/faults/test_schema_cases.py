@@ -1,6 +1,11 @@
 """A run an older Baton sealed at checkpoint schema 2, imported and moved to a schema-3-only placement
 (baton/faults/cases_schema.py), and the oracle that judges it.
 
+`schema-transform-moved` (the transform allowed): `unfit_placement` judges the checkpoint the worker recorded it
+restored against the state handed over (`state_from`), on hand-written files first, then live: clean with every
+protection on (the worker on cloud-eu restored the schema 3 migration of the bundle's head), and, in
+tests/faults/test_ablations.py, caught with `gate:schema_transform_required` switched off.
+
 Oracle tests first, on hand-written files: `unfit_placement` with the run's need read from the bundle it was
 imported from and the operator's record of what each placement reads. Then the older site's writer: its bundle
 is one the current import takes, and the gate weighs a schema transform for it on cloud-eu. Then the case's
@@ -31,7 +36,8 @@ from baton.compat import GateReason, HandoffPolicy, MigrationClass, evaluate_res
 from baton.faults.ablations import CATCHING_CASE, run_ablation
 from baton.faults.cases import CASES
 from baton.faults.cases_schema import NO_TRANSFORM, bundle_schemas, legacy_form
-from baton.faults.oracles import CaseFiles, unfit_placement
+from baton.faults.matrix import run_case
+from baton.faults.oracles import CaseFiles, checkpoint_seal, unfit_placement
 from baton.models import AuthorityLevel, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.launch import RunSpec, default_limits, launch_run
@@ -42,6 +48,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_store_v2"
 """A store the schema 2 code wrote (tests/fixtures/build_legacy_store.py): the older Baton's own output."""
 RUN = "case-abc123"
 CASE = "schema-transform-forbidden-moved"
+TRANSFORMED = "schema-transform-moved"
 SOURCE = "local-gpu-eu"
 SEEDED_AT = "2026-12-02T02:00:00+00:00"
 ADMITTED_AT = "2026-12-02T02:00:05Z"
@@ -74,6 +81,42 @@ def test_a_deployment_from_a_placement_that_cannot_read_the_state_it_resumed_is_
     assert unfit_placement(CaseFiles(_files(tmp_path / "b", "local-gpu-eu"))) == []  # reads 1 to 3
     assert unfit_placement(CaseFiles(_files(tmp_path / "c", None))) == []  # only another run's admission
     assert unfit_placement(CaseFiles(_files(tmp_path / "d", "cloud-eu", schema="3"))) == []  # current state
+
+
+HEAD = "sha256:" + "a" * 64
+"""The hash of the bundle's newest checkpoint: the state handed over."""
+
+
+def _sealed(document: dict[str, Any]) -> dict[str, Any]:
+    return {**document, "checkpoint_hash": checkpoint_seal(document)}
+
+
+def _restored(root: Path, *checkpoints: dict[str, Any], at: str = "2026-12-02T02:00:04Z") -> Path:
+    """Files of a run handed over at HEAD whose cloud-eu worker restored `checkpoints` before op-1 was admitted."""
+    _files(root, "cloud-eu")
+    (root / "run-needs.json").write_text(json.dumps({"state_from": HEAD}))
+    _write_lines(root / "home" / "targets" / "workers" / "restored.jsonl", [
+        {"at": at, "run_id": RUN, "placement": "cloud-eu", "epoch": 2, "checkpoint": c} for c in checkpoints])
+    return root
+
+
+def test_a_handed_over_state_is_judged_by_the_checkpoint_the_worker_restored(tmp_path: Path) -> None:
+    migrated = _sealed({"schema_version": "3", "seq": 1, "parent_checkpoint_hash": HEAD, "migrated_from_hash": HEAD})
+    assert unfit_placement(CaseFiles(_restored(tmp_path / "a", migrated))) == []  # cloud-eu reads 3; leads to HEAD
+
+    legacy = {"schema_version": "2", "seq": 0, "checkpoint_hash": HEAD}  # the head itself, restored as it was
+    flagged = unfit_placement(CaseFiles(_restored(tmp_path / "b", legacy)))
+    assert len(flagged) == 1 and "state_schema 2" in flagged[0] and "from cloud-eu" in flagged[0], flagged
+
+    forged = {**migrated, "seq": 2}  # content changed under its seal
+    assert any("does not hash to its seal" in line for line in unfit_placement(CaseFiles(_restored(tmp_path / "c",
+                                                                                                    forged))))
+    stranger = _sealed({"schema_version": "3", "seq": 1, "parent_checkpoint_hash": "sha256:" + "b" * 64,
+                        "migrated_from_hash": "sha256:" + "b" * 64})
+    assert any("is neither the state handed over" in line
+               for line in unfit_placement(CaseFiles(_restored(tmp_path / "d", stranger))))
+    later = _restored(tmp_path / "e", migrated, at="2026-12-02T02:00:06Z")  # restored only after the admission
+    assert any("no record of the state restored" in line for line in unfit_placement(CaseFiles(later)))
 
 
 def test_the_operators_record_counts_only_from_when_it_was_written(tmp_path: Path) -> None:
@@ -167,6 +210,12 @@ def test_the_case_forbids_transforms_and_is_the_one_that_catches_the_reason() ->
     assert CATCHING_CASE["gate:schema_transform_forbidden"] == CASE
 
 
+def test_the_transform_case_keeps_the_fleet_policy_and_catches_the_required_reason() -> None:
+    case = CASES[TRANSFORMED]
+    assert case.handoff_policy == {} and case.exercises == ()  # its committed decision raises the reason itself
+    assert CATCHING_CASE["gate:schema_transform_required"] == TRANSFORMED
+
+
 # -- live -------------------------------------------------------------------------------------------
 
 
@@ -182,3 +231,18 @@ def test_the_reason_switched_off_is_caught_by_unfit_placement(tmp_path: Path) ->
 @pytest.mark.slow
 def test_with_every_protection_on_cloud_eu_is_passed_over_and_baton_is_clean(tmp_path: Path) -> None:
     assert_passed_over_and_clean(CASE, tmp_path)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_with_every_protection_on_the_moved_run_resumes_from_the_migrated_state_and_baton_is_clean(
+        tmp_path: Path) -> None:
+    result = run_case(CASES[TRANSFORMED], "baton", 0, tmp_path)
+    assert result.error is None, result.error
+    assert result.violated == [], {q.value: result.answers[q] for q in result.violated}
+    assert "handoff to cloud-eu: committed" in result.notes and "ended verified" in result.notes, result.notes
+    files = CaseFiles(tmp_path / f"{TRANSFORMED}-baton")
+    (restored,) = files.restored
+    checkpoint = restored["checkpoint"]
+    assert (restored["placement"], checkpoint["schema_version"]) == ("cloud-eu", "3")
+    assert checkpoint["migrated_from_hash"] == checkpoint["parent_checkpoint_hash"] == files.needs["state_from"]

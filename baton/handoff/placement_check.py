@@ -17,8 +17,13 @@ from baton.handoff.selection import rank_targets
 from baton.models import Placement
 from baton.store.base import SqlStore
 
-_OF_THE_CHECKPOINT = frozenset({GateReason.CHECKPOINT_NOT_RESUMABLE, GateReason.MIGRATION_UNSAFE})
-"""Blocking reasons about moving the checkpoint at all, not about a placement hosting the run."""
+_NOT_HOSTING = frozenset({
+    GateReason.CHECKPOINT_NOT_RESUMABLE, GateReason.MIGRATION_UNSAFE,  # whether the checkpoint may move at all
+    GateReason.BEHAVIORAL_MIGRATION_UNAPPROVED, GateReason.SCHEMA_TRANSFORM_FORBIDDEN,  # the mover's policy ...
+    GateReason.REGION_CHANGE_FORBIDDEN, GateReason.PROVIDER_CHANGE_FORBIDDEN, GateReason.AUTHORITY_DOWNGRADE_FORBIDDEN,
+})
+"""Blocking reasons that are not about what a placement can host: the checkpoint's own, and the deployment policy's
+choices about a move, which the move's commit made on the catalog as it was then."""
 
 
 def placements_now(store: SqlStore, known: Mapping[str, Placement]) -> tuple[int, dict[str, Placement]]:
@@ -42,7 +47,9 @@ def judge_placement(
 def unfit_reasons(decision: HandoffDecision) -> tuple[GateReason, ...]:
     """The blocking reasons that say the placement cannot host the run (what adoption refuses on).
 
-    A run adopted where a move or its launch put it is not moving again, so whether its checkpoint could move
-    elsewhere (R0, MIGRATION_UNSAFE) does not concern the placement.
+    A run adopted where a move or its launch put it is not moving again: whether its checkpoint could move (R0,
+    MIGRATION_UNSAFE) and what the mover's policy allowed (a downgrade, a region change, ...) were settled when it
+    was put there. What the catalog can change since is what the placement hosts: the run's release, its state
+    schema, its verifier bundle and tool contract, the region, provider, attestation and data scope it needs.
     """
-    return tuple(reason for reason in decision.blocking_reasons if reason not in _OF_THE_CHECKPOINT)
+    return tuple(reason for reason in decision.blocking_reasons if reason not in _NOT_HOSTING)

@@ -43,7 +43,7 @@ from baton.chaos_catalog import record_chaos
 from baton.catalog.seed import hosted_placements
 from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
-from baton.handoff.coordinator import HandoffRequest
+from baton.handoff.coordinator import STRANDED_AFTER_S, HandoffRequest
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.models import AuthorityLevel, Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
@@ -95,6 +95,8 @@ class FleetConfig:
     drift_every_s: float = 2.0
     restart_after_s: float = 1.5
     quiesce_timeout_s: float = 3.0
+    stranded_after_s: float = STRANDED_AFTER_S
+    """How long a run nobody holds that no placement can take waits before the coordinator escalates it."""
     expiry_retry_s: float = 2.0
     launch_interval_s: float = 0.6
     chaos_patience_s: float = 8.0
@@ -264,7 +266,8 @@ class Fleet:
             self.webapp = webapp
             dispatcher = HandoffDispatcher(build_coordinator(
                 store, blobs, hosting, fenced,
-                DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s),
+                DispatchSettings(reservation_ttl_s=c.reservation_ttl_s, quiesce_timeout_s=c.quiesce_timeout_s,
+                                 stranded_after_s=c.stranded_after_s),
             ))
             if c.pause_worker:
                 self.pause = WorkerPause.arm(supervisor, self.dir / "pause", lease_ttl_s=c.lease_ttl_s,

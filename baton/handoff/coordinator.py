@@ -14,6 +14,18 @@ before that transaction (the store then refuses it); such a checkpoint is
 re-judged by the gate for the same target and the commit retried on it, and if
 it cannot go there the move aborts with nothing committed.
 
+The catalog is read where the move is decided and again at the commit: the
+coordinator's placements say where it may place runs, the store's catalog what
+each of them is now (`placement_check.placements_now`). The commit re-judges the
+target if its record changed since prepare and aborts with the gate's reasons if
+it no longer passes; the store's transaction compares the catalog version the
+judgement read, so no catalog change commits in between unseen.
+
+A run nobody holds that no placement can take is escalated (`stranded_after_s`):
+when a prepare finds no compatible target for an unowned run, and the first such
+refusal since the run last had an owner is at least that old, the same
+transaction that records the refusal fences the old epoch and escalates the run.
+
 Every gap between two durable steps is a named kill point (`baton.fault_points`);
 `baton.handoff.recovery` finishes or undoes a move left half done in any of them.
 
@@ -33,6 +45,7 @@ from baton.checkpoints import RestoredRun, restore
 from baton.compat import HandoffDecision, HandoffPolicy
 from baton.errors import BatonError
 from baton.fencing import FenceAware
+from baton.handoff.placement_check import judge_placement, placements_now
 from baton.handoff.quiesce import wait_for_quiesce
 from baton.handoff.selection import rank_targets
 from baton.handoff.transform import transformed_state
@@ -51,6 +64,11 @@ log = logging.getLogger(__name__)
 
 _LATE_SEAL_ATTEMPTS = 3
 """How often a commit is retried on a checkpoint the (unquiesced) source sealed inside the commit window."""
+
+STRANDED_AFTER_S = 600.0
+"""Default wait before an unowned run that no placement can take is escalated (seconds of database time)."""
+
+_NO_TARGET = "no compatible target"
 
 _UNSTAMPED = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 """Placeholder time of an event the store stamps with its clock when it appends it (`stamp=True`)."""
@@ -132,6 +150,7 @@ class HandoffCoordinator:
         quiesce_timeout_s: float = 5.0,
         owner_for: Callable[[Placement], str] = reserved_owner,
         ownership: Coordinator | None = None,
+        stranded_after_s: float = STRANDED_AFTER_S,
     ) -> None:
         self.store = store
         self.blobs = blobs
@@ -142,6 +161,7 @@ class HandoffCoordinator:
         self.quiesce_timeout_s = quiesce_timeout_s
         self.owner_for = owner_for
         self.ownership = ownership or Coordinator(store, name="handoff-coordinator")
+        self.stranded_after_s = stranded_after_s
 
     def handoff(self, request: HandoffRequest) -> HandoffOutcome:
         """Prepare and, if that succeeds, commit. Never raises for a refused move: it aborts."""
@@ -197,7 +217,8 @@ class HandoffCoordinator:
         excluded = set(request.excluded_placements)
         if not request.allow_same_placement:
             excluded.add(source_name or restored.parts.placement.name)
-        candidates = [p for name, p in sorted(self.placements.items()) if name not in excluded]
+        _, catalog = placements_now(self.store, self.placements)
+        candidates = [p for name, p in sorted(catalog.items()) if name not in excluded]
         now = self.store.db_now()
         sealed = self._event(
             EventType.CHECKPOINT_SEALED, request.run_id, at=now, checkpoint=checkpoint,
@@ -211,12 +232,18 @@ class HandoffCoordinator:
             refusals = {target.name: [r.value for r in decision.reasons] for target, decision in ranked}
             refused = self._event(
                 EventType.COMPATIBILITY_FAILED, request.run_id, at=now, checkpoint=checkpoint,
-                reason="no compatible target", source_epoch=lease.epoch, source_placement=source_name,
+                reason=_NO_TARGET, source_epoch=lease.epoch, source_placement=source_name,
                 target_placement=ranked[0][0].name if ranked else None,
                 decision=ranked[0][1] if ranked else None,
-                detail={"request_seq": request_seq, "refusals": refusals},  # type: ignore[dict-item]
+                detail={"request_seq": request_seq, "refusals": refusals,  # type: ignore[dict-item]
+                        "unowned": not lease.held_at(now)},
             )
-            return self._abort(request, request_seq, source_name, "no compatible target", lease.epoch,
+            if not lease.held_at(now):
+                escalated = self._escalate_if_stranded(request, request_seq, source_name, lease, checkpoint, now,
+                                                       refusals, before=(sealed, refused))
+                if escalated is not None:
+                    return escalated
+            return self._abort(request, request_seq, source_name, _NO_TARGET, lease.epoch,
                                checkpoint=checkpoint, at=now, before=(sealed, refused))
         target, decision = ranked[0]
         self._append([
@@ -270,6 +297,11 @@ class HandoffCoordinator:
         history = Recorder(getattr(self.ownership, "_history", None), owner)
         result: HandoffCommit | None = None
         for _ in range(_LATE_SEAL_ATTEMPTS):
+            version, catalog = placements_now(self.store, {prepared.target.name: prepared.target})
+            judged = self._judge_on_catalog(prepared, catalog[prepared.target.name])
+            if isinstance(judged, HandoffOutcome):
+                return judged
+            prepared = judged
             expected = prepared.source_epoch
             try:  # a LOGICAL move commits the state at the decision's schema (baton.handoff.transform)
                 migrated = transformed_state(prepared.checkpoint, prepared.decision, self.blobs,
@@ -283,7 +315,7 @@ class HandoffCoordinator:
                     run_id, owner=owner, ttl_s=self.lease_ttl_s, observed_epoch=expected,
                     expected_checkpoint_hash=prepared.checkpoint.checkpoint_hash, placement=prepared.target.name,
                     events=self._commit_events(prepared, owner, migrated), request_seq=prepared.request_seq,
-                    checkpoint=migrated,
+                    checkpoint=migrated, catalog_version=version,
                 )
             except BaseException as exc:
                 history.info("acquire", run_id, epoch=expected, value={"owner": owner, "error": repr(exc)})
@@ -292,6 +324,8 @@ class HandoffCoordinator:
                 break
             history.fail("acquire", run_id, epoch=expected, value={"owner": owner, "observed_epoch": expected,
                                                                    "refusal": str(result.refusal)})
+            if result.refusal is HandoffRefusal.CATALOG_CHANGED:
+                continue  # judge the target again on the catalog as it is now
             if result.refusal is not HandoffRefusal.NEWER_CHECKPOINT:
                 return self._refused(prepared, result)
             # The source, still the rightful owner, sealed inside the commit window: judge the move on that.
@@ -305,7 +339,8 @@ class HandoffCoordinator:
             prepared = regated
         if result is None or result.lease is None:
             return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
-                               "the source kept sealing a newer checkpoint during the commit", prepared.source_epoch,
+                               "the source kept sealing a newer checkpoint (or the catalog kept changing) during "
+                               "the commit", prepared.source_epoch,
                                checkpoint=prepared.checkpoint)
         lease = result.lease
         history.ok("acquire", run_id, epoch=lease.epoch, value={"owner": owner, "takeover": prepared.source_epoch > 0})
@@ -396,29 +431,95 @@ class HandoffCoordinator:
         except BatonError as exc:
             return f"the checkpoint sealed during the commit does not verify: {exc}"
         pending = outstanding_operations(self.store, run_id)
+        judged = self._rejudge(prepared, restored, pending, prepared.target,
+                               passed="late checkpoint re-judged", failed="late checkpoint refused")
+        if isinstance(judged, PreparedHandoff):
+            return judged
+        return f"the checkpoint sealed during the commit cannot go to {prepared.target.name}"
+
+    def _judge_on_catalog(self, prepared: PreparedHandoff, target: Placement) -> PreparedHandoff | HandoffOutcome:
+        """`prepared` judged on the catalog's record of its target now: unchanged if the record did not change,
+        re-judged if it did, or the abort (with the gate's reasons recorded) if the target no longer passes."""
+        if target == prepared.target:
+            return prepared
+        judged = self._rejudge(prepared, prepared.restored, prepared.pending_operations, target,
+                               passed="re-judged on the catalog at commit", failed="the catalog changed before the commit")
+        if isinstance(judged, PreparedHandoff):
+            return judged
+        reasons = ", ".join(reason.value for reason in judged.blocking_reasons)
+        return self._abort(prepared.request, prepared.request_seq, prepared.source.name,
+                           f"the catalog changed before the commit: {target.name} can no longer take the run "
+                           f"({reasons}); nothing was committed", prepared.source_epoch, checkpoint=prepared.checkpoint)
+
+    def _rejudge(
+        self, prepared: PreparedHandoff, restored: RestoredRun, pending: tuple[OutstandingOperation, ...],
+        target: Placement, *, passed: str, failed: str,
+    ) -> PreparedHandoff | HandoffDecision:
+        """The gate on `restored` for `target`, recorded: the re-judged move, or the refusing decision."""
+        run_id, checkpoint = prepared.request.run_id, restored.checkpoint
         now = self.store.db_now()
-        ranked = rank_targets(restored, [prepared.target], self.policy, now=now,
-                              has_unresolved_operations=bool(pending))
-        decision = ranked[0][1]
-        if not decision.allowed:
-            self._append([self._event(
-                EventType.COMPATIBILITY_FAILED, run_id, at=now, checkpoint=checkpoint,
-                reason="late checkpoint refused", source_placement=prepared.source.name,
-                target_placement=prepared.target.name, source_epoch=prepared.source_epoch, decision=decision,
-                detail={"request_seq": prepared.request_seq},
-            )])
-            return f"the checkpoint sealed during the commit cannot go to {prepared.target.name}"
+        decision = judge_placement(restored, target, self.policy, now=now, has_unresolved_operations=bool(pending))
         self._append([self._event(
-            EventType.COMPATIBILITY_PASSED, run_id, at=now, checkpoint=checkpoint,
-            source_placement=prepared.source.name, target_placement=prepared.target.name,
-            source_epoch=prepared.source_epoch, reason="late checkpoint re-judged", decision=decision,
-            detail={"request_seq": prepared.request_seq},
+            EventType.COMPATIBILITY_PASSED if decision.allowed else EventType.COMPATIBILITY_FAILED, run_id, at=now,
+            checkpoint=checkpoint, reason=passed if decision.allowed else failed,
+            source_placement=prepared.source.name, target_placement=target.name, source_epoch=prepared.source_epoch,
+            decision=decision, detail={"request_seq": prepared.request_seq},
         )])
+        if not decision.allowed:
+            return decision
         return PreparedHandoff(
             request=prepared.request, request_seq=prepared.request_seq, checkpoint=checkpoint, restored=restored,
-            source_epoch=prepared.source_epoch, source=prepared.source, target=prepared.target, decision=decision,
+            source_epoch=prepared.source_epoch, source=prepared.source, target=target, decision=decision,
             pending_operations=pending, source_quiesced=prepared.source_quiesced,
         )
+
+    def _escalate_if_stranded(
+        self, request: HandoffRequest, request_seq: int, source: str | None, lease: Lease,
+        checkpoint: ExecutionCheckpoint, now: dt.datetime, refusals: Mapping[str, list[str]], *, before: Sequence[Event],
+    ) -> HandoffOutcome | None:
+        """Escalate an unowned run that no placement can take, once the first such refusal since it last had an
+        owner is `stranded_after_s` old. The refusal, the escalation (with every placement's reasons) and the answer
+        to the request commit with the fencing of the old epoch; None while the wait lasts or if the lease moved."""
+        since = self._stranded_since(request.run_id)
+        if since is None or (now - since).total_seconds() < self.stranded_after_s:
+            return None
+        why = (f"nobody holds the run and no placement can take it: refused everywhere since {since.isoformat()} "
+               f"({self.stranded_after_s:g} s allowed)")
+        common = {"request_seq": request_seq}
+        escalated = self._event(
+            EventType.RUN_ESCALATED, request.run_id, at=now, checkpoint=checkpoint, reason=why,
+            source_placement=source, source_epoch=lease.epoch,
+            detail={**common, "refusals": dict(refusals), "stranded_since": since.isoformat(),  # type: ignore[dict-item]
+                    "stranded_after_s": self.stranded_after_s, "coordinator": self.ownership.name},
+        )
+        aborted = self._event(
+            EventType.HANDOFF_ABORTED, request.run_id, at=now, checkpoint=checkpoint, reason=why, source_placement=source,
+            source_epoch=lease.epoch, detail={**common, "requested_for": request.reason},
+        )
+        epoch = self.store.escalate_unowned(request.run_id, observed_epoch=lease.epoch,
+                                            events=[*before, escalated, aborted])
+        if epoch is None:
+            return None
+        try:
+            self.ownership.fence(request.run_id, epoch, self.fence_targets)
+        except Exception:  # noqa: BLE001 - escalated and fenced at the store; a late owner's seal is refused there
+            log.warning("run %s: escalated at epoch %d, but the targets could not be fenced now", request.run_id, epoch,
+                        exc_info=True)
+        return HandoffOutcome(run_id=request.run_id, status=HandoffStatus.ABORTED, reason=request.reason,
+                              source_placement=source, checkpoint_id=checkpoint.checkpoint_id, source_epoch=lease.epoch,
+                              target_epoch=epoch, abort_reason=why)
+
+    def _stranded_since(self, run_id: str) -> dt.datetime | None:
+        """When a prepare first found no compatible target for the run, nobody holding it, since it last got an
+        owner (a refusal while its owner still ran does not count), if one has."""
+        since: dt.datetime | None = None
+        for _, event in self.store.list_events(
+                run_id=run_id, event_types=[EventType.LEASE_ACQUIRED, EventType.COMPATIBILITY_FAILED]):
+            if event.event_type is EventType.LEASE_ACQUIRED:
+                since = None
+            elif since is None and event.reason == _NO_TARGET and event.detail.get("unowned") is True:
+                since = event.at
+        return since
 
     def _reserve_to_record_end(
         self, request: HandoffRequest, request_seq: int, source: str | None, lease: Lease,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.fencing import FenceAware
-from baton.handoff.coordinator import HandoffCoordinator, HandoffOutcome, HandoffRequest
+from baton.handoff.coordinator import STRANDED_AFTER_S, HandoffCoordinator, HandoffOutcome, HandoffRequest
 from baton.models import Placement
 from baton.runtime.fleet_plan import fleet_policy
 from baton.runtime.worker import connect_git_remote, connect_targets, connect_webapp
@@ -25,11 +25,13 @@ from baton.store.blobs import Blobs
 
 @dataclass(frozen=True)
 class DispatchSettings:
-    """Timings of a coordinator: how long a target reservation lasts, how long to wait for a quiesce."""
+    """Timings of a coordinator: how long a target reservation lasts, how long to wait for a quiesce, and how long
+    an unowned run that no placement can take waits before it is escalated."""
 
     reservation_ttl_s: float = 10.0
     quiesce_timeout_s: float = 3.0
     target_timeout_s: float = 5.0
+    stranded_after_s: float = STRANDED_AFTER_S
 
 
 def build_coordinator(
@@ -44,6 +46,7 @@ def build_coordinator(
     return HandoffCoordinator(
         store, blobs, by_name, policy=fleet_policy(store.db_now()), fence_targets=tuple(fence_targets),
         lease_ttl_s=settings.reservation_ttl_s, quiesce_timeout_s=settings.quiesce_timeout_s,
+        stranded_after_s=settings.stranded_after_s,
     )
 
 

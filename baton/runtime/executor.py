@@ -6,7 +6,10 @@ The order matters:
    fencing the targets at the new epoch before anything else happens;
 2. hold: a heartbeat renews the lease; losing it fences the run at its next
    SDK call (and the gateway refuses the stale epoch anyway);
-3. restore: `prepare_resume` applies the reverification rules;
+3. restore: `prepare_resume` applies the reverification rules; the gate
+   judges this placement as the store's catalog has it now, and a placement
+   that can no longer host the run gives it back (reasons recorded, lease
+   released: the coordinator places it elsewhere or escalates it);
 4. reconcile: every operation left PREPARED or UNKNOWN is settled against its
    target before the agent does anything;
 5. run the agent from the resumed boundary; a handoff request pauses it until
@@ -24,7 +27,10 @@ from dataclasses import dataclass
 
 from baton.errors import BatonError, CheckpointIntegrityError, StaleEpochError
 from baton.fencing import FenceAware
+from baton.compat import HandoffPolicy
+from baton.handoff.placement_check import judge_placement, placements_now, unfit_reasons
 from baton.handoff.quiesce import wait_for_handoff_result
+from baton.handoff.resume import ResumePlan
 from baton.handoff.resume import prepare_resume
 from baton.lifecycle import TERMINAL
 from baton.models import Boundary, Event, EventType, Placement, RunKind
@@ -36,6 +42,7 @@ from baton.runtime.errors import (
     RunFenced,
     WorkerStopping,
 )
+from baton.runtime.fleet_plan import fleet_policy
 from baton.runtime.restore_record import record_restore
 from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
@@ -55,7 +62,7 @@ class RunOutcome:
     """How one execution of a run on this worker ended."""
 
     run_id: str
-    result: str  # verified, failed, escalated, handed_off, fenced, stopped, error
+    result: str  # verified, failed, escalated, handed_off, fenced, stopped, refused, error
     detail: str = ""
 
 
@@ -73,6 +80,7 @@ class RunExecutor:
         fence_targets: Sequence[FenceAware] = (),
         handoff_wait_s: float = 30.0,
         placement_of: Callable[[str], Placement] | None = None,
+        policy: HandoffPolicy | None = None,
     ) -> None:
         self.services = services
         self.placement = placement
@@ -83,6 +91,8 @@ class RunExecutor:
         self.lease_ttl_s = lease_ttl_s
         self.fence_targets = tuple(fence_targets)
         self.handoff_wait_s = handoff_wait_s
+        self.policy = policy
+        """The gate's policy at adoption (None: the fleet's, as its coordinator moves runs)."""
         self.adopter = Coordinator(services.store, name=f"{owner}/adopter", history=services.history)
 
     def adopt(self, run_id: str, reserved: Lease) -> Lease | None:
@@ -106,7 +116,7 @@ class RunExecutor:
             outcome = RunOutcome(lease.run_id, "error", f"{type(exc).__name__}: {exc}")
         finally:
             heartbeat.stop()
-        if outcome.result in ("verified", "failed", "escalated", "stopped"):
+        if outcome.result in ("verified", "failed", "escalated", "stopped", "refused"):
             holder.release()
         log.info("run %s on %s: %s %s", lease.run_id, self.owner, outcome.result, outcome.detail)
         return outcome
@@ -123,6 +133,9 @@ class RunExecutor:
         record_restore(plan)
         if plan.checkpoint.boundary in TERMINAL:
             return self._finish(lease, plan.checkpoint.boundary, "already ended before adoption")
+        refused = self._refuse_unfit_placement(lease, plan)
+        if refused is not None:
+            return refused
         self.services.reconciler(process).reconcile_run(run_id)
         if store.get_run(run_id).status == "escalated":
             return RunOutcome(run_id, "escalated", "an operation stayed UNKNOWN after reconciliation")
@@ -150,6 +163,30 @@ class RunExecutor:
             if ctx.boundary in TERMINAL:
                 return self._finish(lease, ctx.boundary, "agent finished")
             return self._end_with(ctx, lease, RuntimeError(f"agent returned at {ctx.boundary.value}"))
+
+    def _refuse_unfit_placement(self, lease: Lease, plan: ResumePlan) -> RunOutcome | None:
+        """The gate on this placement as the store's catalog has it now; the refusal (reasons recorded) if it can no
+        longer host the run, None if it can. The caller releases the lease, so the run is placed again."""
+        store, run_id = self.services.store, lease.run_id
+        placement = placements_now(store, {plan.placement.name: plan.placement})[1][plan.placement.name]
+        now = store.db_now()
+        policy = self.policy if self.policy is not None else fleet_policy(now)
+        decision = judge_placement(plan.restored, placement, policy, now=now,
+                                   has_unresolved_operations=bool(plan.unresolved_operations))
+        unfit = unfit_reasons(decision)
+        if not unfit:
+            return None
+        reasons = ", ".join(reason.value for reason in unfit)
+        checkpoint = plan.checkpoint
+        store.append_event(Event(
+            event_type=EventType.COMPATIBILITY_FAILED, run_id=run_id, at=now, checkpoint_id=checkpoint.checkpoint_id,
+            release_id=checkpoint.release_id, state_schema=checkpoint.schema_version,
+            resume_boundary=checkpoint.boundary.value, source_placement=plan.restored.parts.placement.name,
+            target_placement=placement.name, source_epoch=lease.epoch, reason="placement cannot host the run at adoption",
+            compatibility_decision=decision.model_dump(mode="json"),
+            detail={"adopted_by": self.owner, "refusals": {placement.name: [r.value for r in decision.reasons]}},
+        ))
+        return RunOutcome(run_id, "refused", f"{placement.name} can no longer host the run ({reasons})")
 
     def current_placement(self) -> Placement:
         """This worker's placement as the catalog has it at this resume: an operator may have changed it (a lowered

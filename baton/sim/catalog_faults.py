@@ -35,7 +35,6 @@ from typing import Any
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
-from baton.errors import CatalogConflictError
 from baton.models import Placement
 from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION
 from baton.placements import DEFAULT_PLACEMENTS
@@ -61,13 +60,6 @@ ALIAS_NAME = "model-v7b"
 ALIAS = RELEASES["model-v7"].model_copy(update={"model": "scripted-model-v7-2026-12"})
 """What the provider serves under its model alias after withdrawing v7 and v8: a manifest no run is pinned to."""
 WITHDRAWN = ("model-v7", "model-v8")
-RESTORE_AFTER_S = 30.0
-"""How long after withdrawing them the provider publishes the withdrawn releases again (virtual seconds).
-
-A release withdrawn for good leaves a run whose worker died with nowhere to go: no move passes the gate and
-nothing ends the run (invariant 10). The simulation's faults stop, so the provider restores them."""
-
-
 def owner_needs(release_name: str, authority: str) -> dict[str, Any]:
     """What a run needs wherever it runs, from its release manifest, and where it may run."""
     release = RELEASES[release_name]
@@ -127,21 +119,6 @@ def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, a
     _record(root, {"at": at_iso, "subkind": subkind, "placement": placement, "facts": facts})
     update_placement(store, placement, actor="operator", reason=f"{subkind} mid-run", **facts)
     return f"placement {placement} now {facts}"
-
-
-def restore_releases(store: Any, root: Path, at_iso: str) -> str:
-    """The provider publishes the withdrawn releases again on the placements of the default catalog."""
-    offered = {name: [p.name for p in DEFAULT_PLACEMENTS if RELEASES[name].release_id in p.supported_release_ids]
-               for name in WITHDRAWN}
-    _record(root, {"at": at_iso, "subkind": "release_restored",
-                   "published": {name: RELEASES[name].release_id for name in WITHDRAWN}})
-    for name in WITHDRAWN:
-        try:
-            publish_release(store, RELEASES[name].release_id, placements=offered[name], actor="provider",
-                            reason="restored")
-        except CatalogConflictError:  # an earlier withdrawal's restore published it already
-            continue
-    return f"published {list(WITHDRAWN)} again"
 
 
 def current_catalog(store: Any, names: Sequence[str]) -> tuple[Placement, ...]:

@@ -141,6 +141,8 @@ class SimConfig:
     restart_after_s: float = 2.0
     poll_s: float = 2.0
     """How often idle workers, supervisors and the coordinator look again (virtual seconds)."""
+    stranded_after_s: float = 60.0
+    """How long an unowned run that no placement can take waits before the coordinator escalates it."""
     ablate: tuple[str, ...] = ()
     keep_trail: bool = False
 
@@ -206,10 +208,7 @@ class World:
         self.handoff_queue: list[Fault] = []
         self.doc_queue: list[str] = []
         self.catalog_touched = False
-        self.catalog_busy = False
-        self.moving = 0
-        """Moves in flight: a catalog change waits for them (a move decided on the old catalog commits on it)."""
-        """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unread)."""
+        """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
@@ -367,8 +366,7 @@ class World:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
         coordinator_process = self.sched.process("coordinator")
         deploy, corpus = self.clients(coordinator_process)
-        settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
-        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), settings)
+        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), self._dispatch())
         tried: dict[str, float] = {}
         while not self.settled():
             for fault in self._take(self.handoff_queue):
@@ -389,6 +387,11 @@ class World:
                                                           allow_same_placement=True))
             self.sched.sleep(self.config.poll_s)
 
+    def _dispatch(self) -> DispatchSettings:
+        """The fleet's coordinator settings in this world (it reads the store's catalog itself at each move)."""
+        return DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0,
+                                stranded_after_s=self.config.stranded_after_s)
+
     def placements_now(self) -> tuple[Placement, ...]:
         """The world's placements as the store's catalog has them now (PLACEMENTS until a catalog fault)."""
         return catalog_faults.current_catalog(self.store, [p.name for p in PLACEMENTS]) if self.catalog_touched \
@@ -403,28 +406,12 @@ class World:
         return PLACEMENTS[-1].name
 
     def _operate(self, fault: Fault) -> None:
-        """A catalog fault: the change, then the fleet moving every active run onto what changed."""
-        while self.moving or self.catalog_busy:
-            self.sched.sleep(0.05)
-        self.catalog_busy = True
-        try:
-            target = self._catalog_change(fault)
-        finally:
-            self.catalog_busy = False
+        """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
+        what changed."""
+        target = self._catalog_change(fault)
         deploy, corpus = self.clients(self.sched.process("operator"))
-        settings = DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0)
-        self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements_now(), (deploy, corpus),
-                                                settings), target)
-        if fault.arg == "release_withdrawn":  # the provider restores what it withdrew: the fault stops
-            self.sched.sleep(catalog_faults.RESTORE_AFTER_S)
-            while self.moving or self.catalog_busy:
-                self.sched.sleep(0.05)
-            self.catalog_busy = True
-            try:
-                note = catalog_faults.restore_releases(self.store, self.root, self.store.db_now().isoformat())
-                self.sched.record(f"catalog restored: {note}")
-            finally:
-                self.catalog_busy = False
+        self._catalog_handoff(build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), self._dispatch()),
+                              target)
 
     def _catalog_change(self, fault: Fault) -> str:
         target = self._catalog_target()
@@ -476,22 +463,12 @@ class World:
             ))
 
     def _handoff(self, coordinator: Any, request: HandoffRequest) -> None:
-        while self.catalog_touched and self.catalog_busy:  # a move never reads the catalog during a change
-            self.sched.sleep(0.05)
-        self.moving += 1  # from here until it ends, the move's catalog stays as it read it
         try:
-            if self.catalog_touched:  # each move reads the catalog as it is now
-                coordinator = build_coordinator(
-                    self.store, self.blobs, self.placements_now(), coordinator.fence_targets,
-                    DispatchSettings(reservation_ttl_s=coordinator.lease_ttl_s,
-                                     quiesce_timeout_s=coordinator.quiesce_timeout_s))
             outcome = coordinator.handoff(request)
             self.sched.record(f"handoff {request.run_id} {request.reason}: {outcome.status.value} "
                               f"{outcome.target_placement} {outcome.abort_reason or ''}")
         except Exception as exc:  # noqa: BLE001 - a failed move is retried on the next lapse
             self.sched.record(f"handoff {request.run_id} {request.reason} raised {type(exc).__name__}")
-        finally:
-            self.moving -= 1
 
     # -- driving ----------------------------------------------------------------------------------------------
 

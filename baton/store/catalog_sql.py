@@ -31,6 +31,12 @@ from baton.store.runs_sql import RunsSql
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)  # replaced by the database clock (stamp)
 
+CATALOG_VERSION_SQL = (
+    "SELECT COALESCE(MAX(changed_seq), 0) FROM (SELECT changed_seq FROM catalog_placements "
+    "UNION ALL SELECT changed_seq FROM catalog_releases) AS changed"
+)
+"""The catalog's version: the seq of its last change (each change stamps the rows it writes); 0 while empty."""
+
 
 def _event(event_type: EventType, *, release_id: str | None, reason: str | None, detail: dict[str, JsonValue]) -> Event:
     return Event(event_type=event_type, run_id=CATALOG_EVENT_RUN_ID, at=_EPOCH, release_id=release_id,
@@ -57,12 +63,17 @@ class CatalogSql(RunsSql):
 
     def catalog_placements(self, *, offered_only: bool = True) -> list[Placement]:
         """Every placement, by name; `supported_release_ids` lists only published releases unless not `offered_only`."""
+        return self.catalog_snapshot(offered_only=offered_only)[1]
+
+    def catalog_snapshot(self, *, offered_only: bool = True) -> tuple[int, list[Placement]]:
+        """The catalog's version (`CATALOG_VERSION_SQL`) and its placements (as `catalog_placements`), read together."""
         with self._tx(write=False) as tx:
+            version = tx.one(CATALOG_VERSION_SQL)
             placements = self._placement_rows(tx)
             published = {row[0] for row in self._release_rows(tx) if row[3] is ReleaseState.PUBLISHED}
         if not offered_only:
-            return placements
-        return [
+            return int(version[0]) if version else 0, placements
+        return int(version[0]) if version else 0, [
             p.model_copy(update={"supported_release_ids": tuple(r for r in p.supported_release_ids if r in published)})
             for p in placements
         ]

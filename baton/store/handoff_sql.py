@@ -4,10 +4,15 @@
 epoch, the run's new placement and the events that record the fence, the lease
 and the transfer, all or nothing. Under the same lock it checks that the run is
 still active, that no newer checkpoint was sealed since prepare (a seal locks
-the same row, so none can slip in before the commit either) and that the
-handoff request has not been answered already (an abort by `baton recover`).
+the same row, so none can slip in before the commit either), that the
+handoff request has not been answered already (an abort by `baton recover`)
+and, when the caller judged the move at a catalog version, that the catalog is
+still at that version (read under the event append lock every catalog change
+takes first, so no change can commit between that check and the commit).
 `abort_open_handoff` is recovery's side of that race: it answers a request
-only if nobody has.
+only if nobody has. `escalate_unowned` ends a run nobody holds (the
+coordinator found no placement that can take it), fencing its epoch, in one
+transaction under the same lock.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from enum import StrEnum
 from baton.ablation import Ablation, is_ablated
 from baton.errors import RecordNotFoundError, StoreError
 from baton.models import Event, EventType, ExecutionCheckpoint
+from baton.store.catalog_sql import CATALOG_VERSION_SQL
 from baton.store.core import StoreCore, Tx
 from baton.store.dialect import check_duration
 from baton.store.records import Lease
@@ -33,6 +39,7 @@ class HandoffRefusal(StrEnum):
     NEWER_CHECKPOINT = "newer_checkpoint"
     RUN_NOT_ACTIVE = "run_not_active"
     ALREADY_ANSWERED = "already_answered"
+    CATALOG_CHANGED = "catalog_changed"
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,14 @@ class HandoffSql(StoreCore):
                 return str(event_type)
         return None
 
+    def _catalog_version(self, tx: Tx) -> int:
+        """The catalog's version, read after taking the lock every catalog change takes first (PostgreSQL; SQLite's
+        write transaction excludes other writers already)."""
+        if self.dialect.event_append_lock_sql:
+            tx.rows(self.dialect.event_append_lock_sql)
+        row = tx.one(CATALOG_VERSION_SQL)
+        return int(row[0]) if row else 0
+
     def commit_handoff(
         self,
         run_id: str,
@@ -75,12 +90,14 @@ class HandoffSql(StoreCore):
         events: Sequence[Event],
         request_seq: int | None = None,
         checkpoint: ExecutionCheckpoint | None = None,
+        catalog_version: int | None = None,
     ) -> HandoffCommit:
         """Move the run to `placement` under `owner` at epoch observed+1, with `events`, in one transaction.
 
         Refuses (nothing written) when the epoch is no longer `observed_epoch`,
         the latest checkpoint is not `expected_checkpoint_hash`, the run is not
-        active, or request `request_seq` was already answered. The events are
+        active, request `request_seq` was already answered, or the catalog is no
+        longer at `catalog_version` (the move was judged on an older one). The events are
         stamped with the database clock; any `target_epoch` they name must be
         observed+1 (StoreError otherwise, before anything is written).
         `checkpoint` (a schema transform's migrated state, `baton.handoff.transform`) is sealed in the same
@@ -121,6 +138,9 @@ class HandoffSql(StoreCore):
             if request_seq is not None and (answer := self._answer_of(tx, run_id, request_seq)) is not None:
                 return HandoffCommit(None, refusal=HandoffRefusal.ALREADY_ANSWERED,
                                      detail=f"request {request_seq} was answered by {answer}")
+            if catalog_version is not None and (now_at := self._catalog_version(tx)) != catalog_version:
+                return HandoffCommit(None, refusal=HandoffRefusal.CATALOG_CHANGED,
+                                     detail=f"the catalog is at seq {now_at}, the move was judged at {catalog_version}")
             row = tx.one(
                 "UPDATE leases SET owner = ?, epoch = ?, expires_at = {now_plus}, updated_at = {now} "
                 "WHERE run_id = ? RETURNING run_id, owner, epoch, expires_at",
@@ -148,3 +168,28 @@ class HandoffSql(StoreCore):
             if self._answer_of(tx, run_id, request_seq) is not None:
                 return None
             return self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
+
+    def escalate_unowned(self, run_id: str, *, observed_epoch: int, events: Sequence[Event]) -> int | None:
+        """Escalate an active run nobody holds at `observed_epoch`, with `events`, in one transaction.
+
+        The lease moves to epoch observed+1 with no owner, so the old epoch is fenced at the store. Returns that
+        epoch, or None (nothing written) when the epoch moved, someone holds the lease, or the run is not active.
+        The events are stamped with the database clock.
+        """
+        prepared = self._event_rows(events)  # type: ignore[attr-defined]
+        with self._tx() as tx:
+            head = tx.one(
+                "SELECT l.epoch, CASE WHEN l.owner IS NOT NULL AND l.expires_at > {now} THEN 1 ELSE 0 END, r.status "
+                "FROM leases l JOIN runs r ON r.run_id = l.run_id WHERE l.run_id = ? {for_update_lease}",
+                (run_id,),
+            )
+            if head is None:
+                raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+            epoch, held, status = int(head[0]), int(head[1]), str(head[2])
+            if epoch != observed_epoch or held or status != "active":
+                return None
+            tx.rows("UPDATE leases SET owner = NULL, expires_at = NULL, epoch = ?, updated_at = {now} WHERE run_id = ?",
+                    (epoch + 1, run_id))
+            tx.rows("UPDATE runs SET status = 'escalated', updated_at = {now} WHERE run_id = ?", (run_id,))
+            self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
+        return epoch + 1

@@ -67,19 +67,33 @@ def test_the_change_goes_through_the_catalog_and_the_fleet_reads_it() -> None:
     assert refused and "aborted" in refused[0] and "no compatible target" in refused[0]
 
 
-def test_without_a_catalog_fault_the_world_never_touches_the_catalog() -> None:
+def test_without_a_catalog_fault_the_world_never_changes_the_catalog() -> None:
+    """The coordinator and the workers read the (empty, unseeded) catalog at each move and adoption; nothing writes it."""
     outcome = run_seed(1, 0, plan=FaultPlan((Fault("stall", 4, "12.0"),)), kinds=BOTH, keep_trail=True)
-    assert not any("catalog" in line for line in outcome.trail or [])
+    trail = outcome.trail or []
+    assert any(" r catalog_snapshot" in line for line in trail)
+    assert not any(" w catalog" in line or "operator" in line for line in trail)
 
 
-def test_a_withdrawn_release_is_restored_so_a_stranded_run_still_ends() -> None:
-    """Seed 39's shrunk schedule: the research run's lease lapses after v7 and v8 are withdrawn; no move passes
-    the gate until the provider publishes them again, then the run ends (it stayed active for good before)."""
+def test_a_run_stranded_by_a_withdrawn_release_is_escalated_by_the_coordinator() -> None:
+    """Seed 39's shrunk schedule: the research run's lease lapses after v7 and v8 are withdrawn for good; no move
+    passes the gate, and once the wait (`SimConfig.stranded_after_s`) is over the coordinator escalates the run (it
+    stayed active for the whole 1,800 virtual seconds before, invariant 10)."""
     plan = FaultPlan.from_json('[{"arg": "", "at": 4, "kind": "drop_request"}, '
                                '{"arg": "release_withdrawn", "at": 20, "kind": "catalog_change"}]')
     outcome = run_seed(39, 0, plan=plan, kinds=BOTH, keep_trail=True)
     assert outcome.ok, outcome.violations
-    assert any("catalog restored" in line for line in outcome.trail or [])
+    assert outcome.statuses["sim39-research-1"] == "escalated" and outcome.virtual_s < 120
+    assert any("coordinator w escalate_unowned" in line for line in outcome.trail or [])
+
+
+@pytest.mark.parametrize("seed", [258, 162])
+def test_the_seeds_that_found_the_catalog_races_pass(seed: int) -> None:
+    """Seed 258 (a move committed onto a placement that had lost the run's schema) and seed 162 (a research run
+    adopted on a placement that had lost its verifier bundle), with every protection on and no simulation wait."""
+    outcome = run_seed(seed, 5, kinds=BOTH)
+    assert outcome.ok and not outcome.errors, (outcome.violations, outcome.errors)
+    assert set(outcome.statuses.values()) <= {"verified", "failed", "escalated"}
 
 
 def test_the_oracle_reads_the_operators_record() -> None:
@@ -115,8 +129,8 @@ def test_the_generator_draws_every_catalog_case() -> None:
     assert drawn == set(SUBKINDS)
 
 
-def test_two_withdrawals_restore_without_an_actor_error() -> None:
-    """Seed 220 withdraws the releases twice; the second restore finds them published already (no error)."""
+def test_two_withdrawals_end_without_an_actor_error() -> None:
+    """Seed 220 withdraws the releases twice; the second withdrawal is refused by the catalog (no actor error)."""
     outcome = run_seed(220, 5, kinds=BOTH)
     assert [f.arg for f in outcome.plan.faults if f.kind == CATALOG_CHANGE] == ["release_withdrawn"] * 2
     assert outcome.ok and not outcome.errors, (outcome.violations, outcome.errors)

@@ -19,7 +19,7 @@ import pytest
 from baton.ablation import ablation_env
 from baton.faults.cases import CASES, CHANGED_TEXT, FaultCase
 from baton.faults.cases_resume import ENVIRONMENT_COMPANIONS, OPEN_OPERATION_COMPANIONS, terminal_checkpoint_moved
-from baton.faults.matrix import run_case
+from baton.faults.matrix import isolated_companions, run_case
 from baton.faults.oracles import CaseFiles
 
 
@@ -29,6 +29,13 @@ def _run(case: FaultCase, off: tuple[str, ...], root: Path) -> CaseFiles:
     assert result.error is None and result.violated == [], (result.answers, result.notes)
     assert "handoff to cloud-eu: committed" in result.notes, result.notes
     return CaseFiles(root / f"{case.case_id}-baton")
+
+
+def test_each_layer_ablated_switches_its_partner_off_and_nothing_else() -> None:
+    for case_id, pairs in (("corpus-changed", ENVIRONMENT_COMPANIONS), ("killed-awaiting-reply", OPEN_OPERATION_COMPANIONS)):
+        for name, partner in pairs.items():
+            assert isolated_companions(CASES[case_id], (name,)) == partner
+    assert isolated_companions(CASES["killed-awaiting-reply"], ("idempotency",)) == ("reconcile-before-retry",)
 
 
 @pytest.mark.parametrize("kept", sorted(ENVIRONMENT_COMPANIONS))

@@ -6,13 +6,18 @@ Three gate reasons only shape the resume, and the resume has its own check again
   (`prepare_resume` compares the environment ids): in `corpus-changed` either one makes the new owner
   revalidate the report's observations, and it sees the rewritten document. Both off: the report is
   published quoting the superseded version (oracle `stale_evidence`, the corpus's document history).
-- `gate:unresolved_operations` (the decision's RECONCILE_THEN_RESUME) and `resume-open-operations` (the
-  executor settles what the store lists PREPARED or UNKNOWN): in `killed-awaiting-reply` either one settles
+- `gate:unresolved_operations` (the decision's RECONCILE_THEN_RESUME, with the checkpoint's R5 class, which
+  records the same open operation) and `resume-open-operations` (the executor settles what the store lists
+  PREPARED or UNKNOWN): in `killed-awaiting-reply` either one settles
   the committed deployment before the agent runs. Both off: the run resumes at COMMITTING, cannot go on and
   reports failed while the deploy service holds its deployment (oracle `unknown_hidden`).
-- `gate:checkpoint_not_resumable` and `resume-terminal-guard`: `terminal_checkpoint_moved` below.
+- `gate:checkpoint_not_resumable` (the gate refuses to move an ended run) and `resume-terminal-guard` (the
+  executor finishes a run adopted at a terminal boundary without running its agent), in
+  `terminal_checkpoint_moved` below: with both off the move commits and the agent runs, but its loop ends at the
+  terminal boundary at once and nothing rewinds one. A third layer, with no switch; nothing catches the pair
+  (docs/fault-matrix.md). That script is not a matrix case: it has no oracle to show.
 
-Each case names the other layer as the companion of each (`FaultCase.companions`).
+The two cases name each layer's partner as its companion (`FaultCase.companions`).
 """
 
 from __future__ import annotations
@@ -34,10 +39,6 @@ ENVIRONMENT_COMPANIONS: dict[str, tuple[str, ...]] = {
 OPEN_OPERATION_COMPANIONS: dict[str, tuple[str, ...]] = {
     "gate:unresolved_operations": ("resume-open-operations",),
     "resume-open-operations": ("gate:unresolved_operations",),
-}
-TERMINAL_COMPANIONS: dict[str, tuple[str, ...]] = {
-    "gate:checkpoint_not_resumable": ("resume-terminal-guard",),
-    "resume-terminal-guard": ("gate:checkpoint_not_resumable",),
 }
 
 

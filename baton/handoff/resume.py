@@ -8,7 +8,8 @@ Rules applied on restore:
                           the charges recorded in the store, so work done
                           after the last seal is never forgotten; exhausted
                           limits are reported, not reset;
-* environment changed  -> observations are revalidated against live state;
+* environment changed  -> observations are revalidated against live state (when the gate's decision
+                          requires it, or the environment ids differ: a restart has no decision);
 * observation too old  -> it must be refreshed before use;
 * artifact changed     -> evidence that does not bind to the current
                           candidate hash is dropped, the run goes back to

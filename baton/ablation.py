@@ -46,6 +46,10 @@ class Ablation(StrEnum):
     VERIFIER_GATE = "verifier-gate"
     STORE_CLAIM_EXPIRY = "store-claim-expiry"
     GATEWAY_CEILING = "gateway-ceiling"
+    # the resume's own checks behind the gate's reasons (each holds where no handoff decision exists)
+    RESUME_ENVIRONMENT_CHECK = "resume-environment-check"
+    RESUME_OPEN_OPERATIONS = "resume-open-operations"
+    RESUME_TERMINAL_GUARD = "resume-terminal-guard"
 
 
 class UnknownAblation(ValueError):

@@ -303,7 +303,9 @@ def evaluate_handoff(
             ceiling, downgraded = authority, False
         environment_changed &= GateReason.ENVIRONMENT_CHANGED in kept
         runtime_changed &= GateReason.RUNTIME_CHANGED in kept
-        reconcile &= GateReason.UNRESOLVED_OPERATIONS in kept or checkpoint.resumability is ResumabilityClass.R5
+        # R5 is the checkpoint's own ledger of the same unresolved operations (rank_targets adds that ledger to the
+        # reason), so the reason switched off takes R5's reconcile-first with it, as R0's and MIGRATION_UNSAFE's do
+        reconcile &= GateReason.UNRESOLVED_OPERATIONS in kept
 
     if any(reason in BLOCKING for reason in reasons) or resume_release is None or schema_version is None:
         return _refused(reasons)
@@ -317,6 +319,8 @@ def evaluate_handoff(
         migration_class = MigrationClass.PHYSICAL
     # R0 and MIGRATION_UNSAFE reach this line only with their reason ablated: resumed as if recorded state sufficed.
     resumable = _RESUME_MODES.get(checkpoint.resumability, ResumeMode.RESUME_WITH_RECORDED_OBSERVATIONS)
+    if resumable is ResumeMode.RECONCILE_THEN_RESUME and not reconcile:  # R5 with unresolved_operations ablated
+        resumable = ResumeMode.RESUME_WITH_RECORDED_OBSERVATIONS
     resume_mode = ResumeMode.RECONCILE_THEN_RESUME if reconcile else resumable
     return HandoffDecision(
         allowed=True,

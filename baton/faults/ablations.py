@@ -66,6 +66,11 @@ _CAUGHT_BY: dict[str, str] = {
     # a run an older Baton sealed at schema 2, imported and moved to a schema-3-only placement (cases_schema.py)
     "gate:schema_transform_forbidden": "schema-transform-forbidden-moved",
     "gate:schema_transform_required": "schema-transform-moved",  # the same run, the transform allowed
+    # the gate's informational reasons and the resume's own checks, each with the other as companion (cases_resume.py)
+    "gate:environment_changed": "corpus-changed",
+    "resume-environment-check": "corpus-changed",
+    "gate:unresolved_operations": "killed-awaiting-reply",
+    "resume-open-operations": "killed-awaiting-reply",
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -75,10 +80,10 @@ From the runs recorded in docs/fault-matrix.md. A case may name companions for a
 target's idempotency behind reconciliation), switched off with it so that it alone stands between
 the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
 case of the reference agents produces the fault only that protection answers, a gate reason no
-deployment path can raise (the schema transforms; the same-region and same-provider rules and an
-unapproved behavioral migration are reached only under a case's own policy, `FaultCase.handoff_policy`),
-or an informational reason whose protection lives, unswitched, in the resume (environment_changed,
-unresolved_operations, checkpoint_not_resumable)."""
+deployment path can raise (the same-region and same-provider rules and an unapproved behavioral
+migration are reached only under a case's own policy, `FaultCase.handoff_policy`),
+or a pair of layers a third, unswitched one backs (checkpoint_not_resumable and resume-terminal-guard: every
+agent's loop, and the executor after it, stop at a terminal boundary; baton/faults/cases_resume.py)."""
 
 
 class AblationResult(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from baton.catalog.releases import RELEASES
 from baton.faults import (
     cases_authority, cases_binding, cases_epochs, cases_gates, cases_gates2, cases_leases, cases_policy,
-    cases_schema,
+    cases_resume, cases_schema,
 )
 from baton.faults.cases_agents import agent_cases
 from baton.faults.case_steps import kill_at, move_or_stay, stall_before_send, wake_stalled
@@ -248,14 +248,16 @@ _STALL = TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=4.0)
 CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("killed-after-seal", "worker SIGKILLed after sealing VERIFIED, lease held", "deploy", killed_after_seal),
     FaultCase("killed-awaiting-reply", "worker SIGKILLed while a committed deployment's answer is held", "deploy",
-              killed_awaiting_reply, _STALL, companions={"idempotency": ("reconcile-before-retry",)}),
+              killed_awaiting_reply, _STALL, companions={"idempotency": ("reconcile-before-retry",),
+                                                         **cases_resume.OPEN_OPERATION_COMPANIONS}),
     FaultCase("target-dies-after-commit", "deploy service dies after committing, before answering", "deploy",
               target_dies_after_commit, TargetOptions(ambiguous_rate=1.0, ambiguous_delay_s=30.0)),
     FaultCase("stale-worker-wakes", "worker SIGSTOPped with a checked request, woken after the run moved", "deploy",
               stale_worker_wakes, companions={"capability-check": ("target-fence",)}),
     FaultCase("manifest-corrupted", "checkpoint manifest corrupted on disk before the move", "deploy",
               manifest_corrupted),
-    FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed),
+    FaultCase("corpus-changed", "a cited document changes while the run is moved", "research", corpus_changed,
+              companions=cases_resume.ENVIRONMENT_COMPANIONS),
     FaultCase("corpus-changed-while-paused", "a cited document changes while the worker pauses past its "
               "freshness budget", "research", corpus_changed_while_paused, task={"freshness_s": SHORT_FRESHNESS_S}),
     FaultCase("secret-in-tool-result", "a document the run reads carries a credential", "research",

@@ -8,7 +8,8 @@ Rules applied on restore:
                           the charges recorded in the store, so work done
                           after the last seal is never forgotten; exhausted
                           limits are reported, not reset;
-* environment changed  -> observations are revalidated against live state;
+* environment changed  -> observations are revalidated against live state (when the gate's decision
+                          requires it, or the environment ids differ: a restart has no decision);
 * observation too old  -> it must be refreshed before use;
 * artifact changed     -> evidence that does not bind to the current
                           candidate hash is dropped, the run goes back to
@@ -146,7 +147,10 @@ def prepare_resume(
     now = now or store.db_now()
     decision = latest_transfer_decision(store, run_id, epoch)
     parts = restored.parts
-    environment_changed = parts.placement.environment.environment_id != placement.environment.environment_id
+    moved_environment = parts.placement.environment.environment_id != placement.environment.environment_id
+    # the gate's demand and the resume's own comparison, each enough alone (a restart with no handoff has no decision)
+    environment_changed = (bool(decision and decision.requires_revalidation)
+                           or (moved_environment and not is_ablated(Ablation.RESUME_ENVIRONMENT_CHECK)))
     uses = tuple(
         ObservationUse(observation=o, mode=o.required_use_mode(now, environment_changed=environment_changed))
         for o in restored.observations

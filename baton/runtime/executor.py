@@ -25,13 +25,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from baton.ablation import Ablation, is_ablated
+from baton.compat import HandoffPolicy, ResumeMode
 from baton.errors import BatonError, CheckpointIntegrityError, StaleEpochError
 from baton.fencing import FenceAware
-from baton.compat import HandoffPolicy
 from baton.handoff.placement_check import judge_placement, placements_now, unfit_reasons
 from baton.handoff.quiesce import wait_for_handoff_result
-from baton.handoff.resume import ResumePlan
-from baton.handoff.resume import prepare_resume
+from baton.handoff.resume import ResumePlan, prepare_resume
 from baton.lifecycle import TERMINAL
 from baton.models import Boundary, Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator, LeaseHolder
@@ -64,6 +64,13 @@ class RunOutcome:
     run_id: str
     result: str  # verified, failed, escalated, handed_off, fenced, stopped, refused, error
     detail: str = ""
+
+
+def _reconcile_first(plan: ResumePlan) -> bool:
+    """Whether open operations are settled before the agent runs: the gate's decision says so, or (its own scan,
+    which reconciles only what the store lists PREPARED or UNKNOWN) the executor looks anyway."""
+    ordered = plan.decision is not None and plan.decision.resume_mode is ResumeMode.RECONCILE_THEN_RESUME
+    return ordered or not is_ablated(Ablation.RESUME_OPEN_OPERATIONS)
 
 
 class RunExecutor:
@@ -131,12 +138,13 @@ class RunExecutor:
         except CheckpointIntegrityError as exc:  # nothing trustworthy to resume from: a human decides
             return self._finish(lease, Boundary.ESCALATED, f"the latest checkpoint does not restore: {exc}")
         record_restore(plan)
-        if plan.checkpoint.boundary in TERMINAL:
+        if plan.checkpoint.boundary in TERMINAL and not is_ablated(Ablation.RESUME_TERMINAL_GUARD):
             return self._finish(lease, plan.checkpoint.boundary, "already ended before adoption")
         refused = self._refuse_unfit_placement(lease, plan)
         if refused is not None:
             return refused
-        self.services.reconciler(process).reconcile_run(run_id)
+        if _reconcile_first(plan):
+            self.services.reconciler(process).reconcile_run(run_id)
         if store.get_run(run_id).status == "escalated":
             return RunOutcome(run_id, "escalated", "an operation stayed UNKNOWN after reconciliation")
         ctx = RunContext(self.services, plan, owner=self.owner, process=process, lease_lost=lost)

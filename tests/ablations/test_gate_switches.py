@@ -179,6 +179,15 @@ def test_non_blocking_reasons_lose_what_they_require(blobs: BlobStore) -> None:
     assert not moved.target.authority_ceiling.allows(off.authority_ceiling)
 
 
+def test_unresolved_operations_off_takes_the_r5_reconcile_first_with_it(blobs: BlobStore) -> None:
+    """R5 is the checkpoint's own ledger of the same open operations the reason names (rank_targets adds it)."""
+    moved = Handoff(seal(blobs, parts(), resumability=ResumabilityClass.R5), placement("eu-2"), unresolved=True)
+    assert moved.decide().resume_mode is ResumeMode.RECONCILE_THEN_RESUME
+    with ablation_env("gate:unresolved_operations"):
+        off = moved.decide()
+    assert off.allowed and off.resume_mode is ResumeMode.RESUME_WITH_RECORDED_OBSERVATIONS
+
+
 def test_an_approved_migration_is_unaffected_by_unrelated_switches(blobs: BlobStore) -> None:
     policy = HandoffPolicy(
         allowed_behavioral_migrations=(BehavioralMigration(from_release_id=V7.release_id, to_release=V8),),

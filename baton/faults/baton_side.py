@@ -28,9 +28,18 @@ from baton.faults.rig import Rig, TargetOptions, sigcont, wait_until
 from baton.faults.replan_side import append_unverified_replan
 from baton.faults.rig_agents import AGENT_KINDS, agent_clients, agent_spec, agent_task, source_placement, write_intent
 from baton.handoff.coordinator import HandoffRequest
-from baton.models import AuthorityLevel, BehavioralRelease, BudgetLedger, BudgetUsage, PortabilityConstraints, RunKind
+from baton.models import (
+    AuthorityLevel,
+    BehavioralRelease,
+    BudgetLedger,
+    BudgetUsage,
+    EventType,
+    PortabilityConstraints,
+    RunKind,
+)
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
+from baton.runtime.executor import ADOPTION_REFUSAL
 from baton.runtime.launch import RunSpec, default_limits, launch_run
 from baton.runtime.supervisor import Supervisor, WorkerSlot, stop_outside_store_transactions
 from baton.runtime.worker import connect_targets
@@ -260,6 +269,13 @@ class BatonRun:
         wait_until(lambda: self.store.get_run(self.run_id).status in TERMINAL, timeout_s=timeout_s,
                    what=f"run {self.run_id} to end")
         return self.store.get_run(self.run_id).status
+
+    def refused_at_adoption(self) -> str | None:
+        """The reasons a worker gave for refusing to host the run when it adopted it (None: no refusal yet)."""
+        for _, event in self.store.list_events(run_id=self.run_id, event_types=[EventType.COMPATIBILITY_FAILED]):
+            if event.reason == ADOPTION_REFUSAL:
+                return f"{event.target_placement}: {', '.join((event.compatibility_decision or {}).get('reasons') or [])}"
+        return None
 
     def report(self) -> None:
         """What Baton says about the run: its status and the budget it accounted."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baton.faults.rig import Rig, RigError, sigkill, wait_until
+from baton import fault_points
+from baton.faults.rig import WAIT_S, Rig, RigError, sigkill, wait_until
 
 if TYPE_CHECKING:
     from baton.faults.cases import CaseRun
@@ -17,6 +18,19 @@ def kill_at(run: CaseRun, rig: Rig, notes: list[str], point: str) -> int:
     sigkill(pid)
     notes.append(f"{run.strategy}: worker {pid} SIGKILLed at {point}")
     return pid
+
+
+def kill_at_unless_refused(run: CaseRun, rig: Rig, notes: list[str], point: str) -> bool:
+    """`kill_at`, unless the worker refused to host the run when it adopted it (noted); True when it was killed."""
+    path = fault_points.marker(rig.fault_dir, point, "reached")
+    wait_until(lambda: (path.exists() and path.read_text().strip()) or run.refused_at_adoption(),
+               timeout_s=WAIT_S, what=f"fault point {point} or a refusal at adoption")
+    refusal = run.refused_at_adoption()
+    if refusal is not None and not (path.exists() and path.read_text().strip()):
+        notes.append(f"{run.strategy}: the worker refused to host the run at adoption ({refusal}); nothing ran")
+        return False
+    kill_at(run, rig, notes, point)
+    return True
 
 
 def move_or_stay(run: CaseRun, notes: list[str], to: str, why: str = "") -> None:

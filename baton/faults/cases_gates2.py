@@ -12,13 +12,14 @@ presented-capability logs against those two records.
   (local-gpu-eu: eu-west, local); cloud-eu is eu-central on cloudco. The coordinator passes cloud-eu
   over and resumes the run where it was (its own trust domain).
 - `attestation-required-moved`, `data-scope-required-moved`: the owner requires attested hardware, or
-  a data scope (`eu-customer-records`) no placement of the default catalog holds. The launch does not
-  check a run's constraints against its first placement (a finding, noted in docs/fault-matrix.md),
-  so the run starts on local-gpu-eu; every move target is refused, the move aborts, and the run stays
-  unmoved: it never mutates anything from a placement that breaks the rule.
+  a data scope (`eu-customer-records`) no placement of the default catalog holds. Since stop 25 the
+  worker on local-gpu-eu judges its own placement when it adopts the run and refuses to host it, so
+  under Baton the run never runs anywhere; with the reason switched off it runs there, and is moved to
+  cloud-eu after VERIFIED: it must never mutate anything from a placement that breaks the rule.
 - `unsafe-state-moved`: both rules at once (non-exportable state that needs attested hardware). No
-  placement satisfies them, the source included, so the SDK seals every checkpoint
-  MIGRATION_UNSAFE; the move aborts. Ablating `gate:migration_unsafe` switches the two per-target
+  placement satisfies them, the source included: the worker refuses the run at adoption (the
+  attestation it lacks); were it to run, the SDK would seal every checkpoint MIGRATION_UNSAFE and
+  the move would abort. Ablating `gate:migration_unsafe` switches the two per-target
   findings off with it (`FaultCase.companions`), so that the sealed class alone stands in the way.
 """
 
@@ -28,7 +29,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from baton.faults.case_steps import kill_at, move_or_stay
+from baton.faults.case_steps import kill_at, kill_at_unless_refused, move_or_stay
 from baton.faults.oracles_gates import INVENTORY_FILE, RULE_FILE
 from baton.faults.rig import Rig
 from baton.placements import DEFAULT_PLACEMENTS
@@ -79,7 +80,8 @@ def _moved_despite(constraints: dict[str, Any], why: str) -> Callable[[CaseRun, 
         write_rule(rig, constraints)
         run.worker(SOURCE, point="sealed:VERIFIED")
         run.launch()
-        kill_at(run, rig, notes, "sealed:VERIFIED")
+        if not kill_at_unless_refused(run, rig, notes, "sealed:VERIFIED"):
+            return  # the source cannot host the run either (attestation, data scope): it never ran anywhere
         run.wait_lease_lapsed()
         move_or_stay(run, notes, TARGET, why)
 

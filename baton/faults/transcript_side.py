@@ -142,6 +142,10 @@ class TranscriptRun:
         save(self.transcript, body, self.mode)
         return f"a second writer appended a re-planned candidate ({summary}) to the transcript at {step}"
 
+    def refused_at_adoption(self) -> str | None:
+        """Never: a transcript-only worker has no catalog to judge its placement by."""
+        return None
+
     def wait_end(self, timeout_s: float = 240.0) -> str:
         wait_until(lambda: all(p.poll() is not None for p in self._all if p.pid not in self.frozen), timeout_s=timeout_s,
                    what="every control process to exit")

@@ -48,6 +48,9 @@ from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
 from baton.store.records import Lease
 
+ADOPTION_REFUSAL = "placement cannot host the run at adoption"
+"""The reason of the COMPATIBILITY_FAILED event a worker records when it refuses to host a run it adopted."""
+
 log = logging.getLogger(__name__)
 
 _STATUS_OF = {
@@ -190,7 +193,7 @@ class RunExecutor:
             event_type=EventType.COMPATIBILITY_FAILED, run_id=run_id, at=now, checkpoint_id=checkpoint.checkpoint_id,
             release_id=checkpoint.release_id, state_schema=checkpoint.schema_version,
             resume_boundary=checkpoint.boundary.value, source_placement=plan.restored.parts.placement.name,
-            target_placement=placement.name, source_epoch=lease.epoch, reason="placement cannot host the run at adoption",
+            target_placement=placement.name, source_epoch=lease.epoch, reason=ADOPTION_REFUSAL,
             compatibility_decision=decision.model_dump(mode="json"),
             detail={"adopted_by": self.owner, "refusals": {placement.name: [r.value for r in decision.reasons]}},
         ))

@@ -170,6 +170,7 @@ class _Screen(NamedTuple):
 
 
 def _screen(pattern: re.Pattern[str] | str) -> _Screen:
+    """The pattern compiled as the screen searches it, with its literals when the table has them."""
     text = pattern if isinstance(pattern, str) else pattern.pattern
     return _Screen(re.compile(_inline(pattern)), _NEEDLES.get(text), _inline(pattern).startswith("(?i:"))
 

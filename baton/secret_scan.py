@@ -2,9 +2,11 @@
 
 Uses detect-secrets' format and keyword detectors. The high-entropy detectors
 are left out on purpose: content refs and random evidence are high-entropy by
-nature and would all be flagged. Scanning is the hot path of sealing, so one
-combined regex of every detector's patterns screens each line first and the
-detectors themselves run only on lines it flags.
+nature and would all be flagged. Scanning is the hot path of sealing, so the
+detectors' own patterns screen each line first and the detectors themselves
+run only on lines a pattern matches. Before a pattern's regex search, a
+substring test for literals every match of it contains (`_NEEDLES`) skips
+the search on lines that hold none of them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from detect_secrets.core.plugins import initialize
 from detect_secrets.plugins.keyword import DENYLIST_REGEX
@@ -60,22 +62,150 @@ def _inline(pattern: re.Pattern[str] | str) -> str:
 _REFS = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+# For each detector pattern, keyed by its exact text: literals of which every match contains at least one
+# (lower case for the case-insensitive patterns). Keyed by text, so a pattern that a detect-secrets upgrade
+# changes finds no entry and is searched unfiltered (tests/unit/test_secret_scan.py flags it).
+_NEEDLES: dict[str, tuple[str, ...]] = {
+    '(api_?key|auth_?key|service_?key|account_?key|db_?key|database_?key|priv_?key|private_?key|client_?key|db_?pass|database_?pass|key_?pass|password|passwd|pwd|secret|contraseña|contrasena)\\w*':
+        ('key', 'pass', 'pwd', 'secret', 'contrase'),
+    '(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}':
+        ('A3T', 'ABIA', 'ACCA', 'AKIA', 'ASIA'),
+    'aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\\\'\\"]([0-9a-zA-Z/+]{40})[\\\'\\"]':
+        ('aws',),
+    '(?:\\s|=|:|"|^)AKC[a-zA-Z0-9]{10,}(?:\\s|"|$)':
+        ('AKC',),
+    '(?:\\s|=|:|"|^)AP[\\dABCDEF][a-zA-Z0-9]{8,}(?:\\s|"|$)':
+        ('AP',),
+    'AccountKey=[a-zA-Z0-9+\\/=]{88}':
+        ('AccountKey=',),
+    "://[^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+:([^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+)@":
+        ('://',),
+    '(?:(?<=\\W)|(?<=^))(?:\\[|)(?:"|\\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([0-9a-f]{64})(?:"|\\\'|)':
+        (':', '=', ' '),  # its assignment operator
+    '(?:(?<=\\W)|(?<=^))(?:\\[|)(?:"|\\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([a-z]{24})(?:"|\\\'|)':
+        (':', '=', ' '),  # its assignment operator
+    '(?:https?\\:\\/\\/)[\\w\\-]+\\:([0-9a-f]{64})\\@[\\w\\-]+\\.cloudant\\.com':
+        ('.cloudant.com',),
+    '(?:https?\\:\\/\\/)[\\w\\-]+\\:([a-z]{24})\\@[\\w\\-]+\\.cloudant\\.com':
+        ('.cloudant.com',),
+    '[MNO][a-zA-Z\\d_-]{23,25}\\.[a-zA-Z\\d_-]{6}\\.[a-zA-Z\\d_-]{27}':
+        ('.',),
+    '(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36}':
+        ('ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_'),
+    '(glpat|gldt|glft|glsoat|glrt)-[A-Za-z0-9_\\-]{20,50}(?!\\w)':
+        ('glpat-', 'gldt-', 'glft-', 'glsoat-', 'glrt-'),
+    'GR1348941[A-Za-z0-9_\\-]{20,50}(?!\\w)':
+        ('GR1348941',),
+    'glcbt-([0-9a-fA-F]{2}_)?[A-Za-z0-9_\\-]{20,50}(?!\\w)':
+        ('glcbt-',),
+    'glimt-[A-Za-z0-9_\\-]{25}(?!\\w)':
+        ('glimt-',),
+    'glptt-[A-Za-z0-9_\\-]{40}(?!\\w)':
+        ('glptt-',),
+    'glagent-[A-Za-z0-9_\\-]{50,1024}(?!\\w)':
+        ('glagent-',),
+    'gloas-[A-Za-z0-9_\\-]{64}(?!\\w)':
+        ('gloas-',),
+    '(?:(?<=\\W)|(?<=^))(?:\\[|)(?:"|\\\'|)(?:ibm(?:_|-|)cloud(?:_|-|)iam|cloud(?:_|-|)iam|ibm(?:_|-|)cloud|ibm(?:_|-|)iam|ibm|iam|cloud|)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([a-zA-Z0-9_\\-]{44}(?![a-zA-Z0-9_\\-]))(?:"|\\\'|)':
+        ('key', 'pwd', 'pass', 'token'),
+    '(?:(?<=\\W)|(?<=^))(?:\\[|)(?:"|\\\'|)(?:(?:ibm)?[-_]?cos[-_]?(?:hmac)?|)(?:_|-|)(?:secret[-_]?(?:access)?[-_]?key)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([a-f0-9]{48}(?![a-f0-9]))(?:"|\\\'|)':
+        ('secret',),
+    'eyJ[A-Za-z0-9-_=]+\\.[A-Za-z0-9-_=]+\\.?[A-Za-z0-9-_.+/=]*?':
+        ('eyJ',),
+    '[0-9a-z]{32}-us[0-9]{1,2}':
+        ('-us',),
+    '\\/\\/.+\\/:_authToken=\\s*((npm_.+)|([A-Fa-f0-9-]{36})).*':
+        ('/:_authToken=',),
+    'sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}':
+        ('T3BlbkFJ',),
+    'BEGIN DSA PRIVATE KEY':
+        ('BEGIN DSA PRIVATE KEY',),
+    'BEGIN EC PRIVATE KEY':
+        ('BEGIN EC PRIVATE KEY',),
+    'BEGIN OPENSSH PRIVATE KEY':
+        ('BEGIN OPENSSH PRIVATE KEY',),
+    'BEGIN PGP PRIVATE KEY BLOCK':
+        ('BEGIN PGP PRIVATE KEY BLOCK',),
+    'BEGIN PRIVATE KEY':
+        ('BEGIN PRIVATE KEY',),
+    'BEGIN RSA PRIVATE KEY':
+        ('BEGIN RSA PRIVATE KEY',),
+    'BEGIN SSH2 ENCRYPTED PRIVATE KEY':
+        ('BEGIN SSH2 ENCRYPTED PRIVATE KEY',),
+    'PuTTY-User-Key-File-2':
+        ('PuTTY-User-Key-File-2',),
+    'pypi-AgEIcHlwaS5vcmc[A-Za-z0-9-_]{70,}':
+        ('pypi-AgEIcHlwaS5vcmc',),
+    'pypi-AgENdGVzdC5weXBpLm9yZw[A-Za-z0-9-_]{70,}':
+        ('pypi-AgENdGVzdC5weXBpLm9yZw',),
+    'SG\\.[a-zA-Z0-9_-]{22}\\.[a-zA-Z0-9_-]{43}':
+        ('SG.',),
+    'xox(?:a|b|p|o|s|r)-(?:\\d+-)+[a-z0-9]+':
+        ('xox',),
+    'https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+':
+        ('hooks.slack.com/services/',),
+    '(?:(?<=\\W)|(?<=^))(?:\\[|)(?:"|\\\'|)(?:softlayer|sl)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([a-z0-9]{64})(?:"|\\\'|)':
+        (':', '=', ' '),  # its assignment operator
+    '(?:http|https)://api.softlayer.com/soap/(?:v3|v3.1)/([a-z0-9]{64})':
+        ('softlayer',),
+    'sq0csp-[0-9A-Za-z\\\\\\-_]{43}':
+        ('sq0csp-',),
+    '(?:r|s)k_live_[0-9a-zA-Z]{24}':
+        ('k_live_',),
+    '\\d{8,10}:[0-9A-Za-z_-]{35}':
+        (':',),
+    'AC[a-z0-9]{32}':
+        ('AC',),
+    'SK[a-z0-9]{32}':
+        ('SK',),
+}
+
+
+class _Screen(NamedTuple):
+    """One detector pattern, compiled, with the literals that must precede a search."""
+
+    regex: re.Pattern[str]
+    needles: tuple[str, ...] | None
+    folded: bool  # case-insensitive: the needles are tested against the lower-cased line
+
+
+def _screen(pattern: re.Pattern[str] | str) -> _Screen:
+    """The pattern compiled as the screen searches it, with its literals when the table has them."""
+    text = pattern if isinstance(pattern, str) else pattern.pattern
+    return _Screen(re.compile(_inline(pattern)), _NEEDLES.get(text), _inline(pattern).startswith("(?i:"))
+
+
 @lru_cache(maxsize=1)
-def _detectors() -> tuple[list[Any], list[re.Pattern[str]]]:
+def _detectors() -> tuple[list[Any], list[_Screen]]:
     """The detector objects, and the patterns of which at least one matches wherever a detector could."""
     with transient_settings(_SETTINGS):
         plugins = [initialize.from_plugin_classname(name) for name in _PLUGINS]
     patterns = [DENYLIST_REGEX] + [regex for plugin in plugins for regex in getattr(plugin, "denylist", ())]
     # Separate searches: one alternation of all of them defeats each pattern's own optimizations.
-    return plugins, [re.compile(_inline(pattern)) for pattern in patterns]
+    return plugins, [_screen(pattern) for pattern in patterns]
+
+
+def screened(line: str) -> bool:
+    """Whether any detector pattern matches `line`: the regex runs only where its literals occur."""
+    # Under IGNORECASE, non-ASCII letters match ASCII ones ('ſ' matches 's', 'K' (Kelvin) matches 'k'), so
+    # a lower-cased substring test is a sound filter only on ASCII text; other lines are searched in full.
+    folded = line.lower() if line.isascii() else None
+    for screen in _detectors()[1]:
+        if screen.needles is not None:
+            haystack = folded if screen.folded else line
+            if haystack is not None and not any(needle in haystack for needle in screen.needles):
+                continue
+        if screen.regex.search(line):
+            return True
+    return False
 
 
 def find_secrets(text: str) -> list[str]:
     """Names of the secret types detected in `text` (empty when clean)."""
-    plugins, screens = _detectors()
+    plugins = _detectors()[0]
     found: list[str] = []
     for number, line in enumerate(_REFS.sub("sha256:ref", text).splitlines() or [text], start=1):
-        if not any(screen.search(line) for screen in screens):
+        if not screened(line):
             continue
         with transient_settings(_SETTINGS):
             for plugin in plugins:

@@ -111,3 +111,13 @@ def test_retrying_a_lost_push_without_reconciling_is_caught_on_the_remote_s_traf
     assert ablated.trail_hash == replayed.trail_hash
     protected = run_seed(1, 0, plan=PUSH_ANSWER_LOST, kinds=CODING)
     assert protected.ok and protected.statuses == {"sim1-coding-0": "verified"}, protected.violations
+
+
+def test_the_cli_runs_a_coding_seed() -> None:
+    from typer.testing import CliRunner
+
+    from baton.cli import app
+
+    result = CliRunner().invoke(app, ["sim", "--seed", "1", "--runs", "coding", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["statuses"] == {"sim1-coding-0": "verified"}

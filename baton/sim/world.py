@@ -67,8 +67,8 @@ _WORLDS = itertools.count(1)
 
 
 TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app}
-TARGET_APPS["git"] = git_remote_service.create_app  # coding runs (baton.sim.coding_twin)
 """The targets every world hosts: name -> the live service's `create_app(data_dir)` (its records under root/name)."""
+TARGET_APPS["git"] = git_remote_service.create_app  # coding runs (baton.sim.coding_twin)
 
 _APP_CACHE: dict[tuple[str, Path], tuple[Any, list[Any]]] = {}
 """(target, data dir) -> the app built once in this process and its stateful parts (reset per world)."""
@@ -292,10 +292,12 @@ class World:
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
                                                  portable_to_providers=catalog_faults.PROVIDERS)
-            spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
-                           authority, constraints=constraints) if kind is not RunKind.CODING or self.coding is None \
-                else self.coding.spec(run_id, placement, constraints)
-            needs[run_id] = catalog_faults.owner_needs("model-v7", authority.value)
+            if kind is RunKind.CODING and self.coding is not None:
+                spec = self.coding.spec(run_id, placement, constraints)
+            else:
+                spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run",
+                               task_input, authority, constraints=constraints)
+            needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value)
             catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)

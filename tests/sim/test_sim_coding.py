@@ -7,11 +7,12 @@ Each coding run clones a real git repository and runs real pytest subprocesses (
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from baton.models import RunKind
-from baton.sim.oracles_coding import no_push_at_a_stale_epoch, one_push_per_coding_run
 from baton.sim.faults import FaultPlan
+from baton.sim.oracles_coding import no_push_at_a_stale_epoch, one_push_per_coding_run
 from baton.sim.runner import config_for, invariants_of, run_seed
 from baton.sim.world import ENDED, SimOutcome, SimRecords, run_world
 from baton.targets.git_remote_repo import commit_file
@@ -52,9 +53,9 @@ def _remote(records: SimRecords) -> Path:
     return records.root / "git"
 
 
-def _seen_by(tamper: object) -> list[str]:
+def _seen_by(tamper: Callable[[SimRecords], None]) -> list[str]:
     """Violations of a verified coding world (seed 1, no faults) whose git remote records `tamper` changed."""
-    return run_world(config_for(1, 0, kinds=CODING), before_check=tamper).violations  # type: ignore[arg-type]
+    return run_world(config_for(1, 0, kinds=CODING), before_check=tamper).violations
 
 
 def test_the_remote_records_of_a_clean_world_hold() -> None:

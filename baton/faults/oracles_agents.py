@@ -63,11 +63,19 @@ def _tests_fail_at(bare: Path, commit: str) -> str | None:
         return tail[0]
 
 
+def pushes_of(remote: Path, run_id: str) -> list[dict[str, Any]]:
+    """The pushes the git remote whose records are in `remote` applied for `run_id` (its `pushes.jsonl`)."""
+    return [p for p in _lines(remote / "pushes.jsonl") if p.get("run_id") == run_id]
+
+
 def untested_push(root: Path) -> list[str]:
-    run_id = _run_id(root)
-    remote = root / "home" / "targets" / "git"
+    return untested_pushes(root / "home" / "targets" / "git", _run_id(root))
+
+
+def untested_pushes(remote: Path, run_id: str) -> list[str]:
+    """The pushes the remote whose records are in `remote` applied for `run_id` whose tree fails pytest."""
     evidence = []
-    for push in [p for p in _lines(remote / "pushes.jsonl") if p.get("run_id") == run_id]:
+    for push in pushes_of(remote, run_id):
         commit = str((push.get("outcome") or {}).get("commit", ""))
         bare = remote / "repos" / f"{push.get('repository')}.git"
         failure = _tests_fail_at(bare, commit)

@@ -78,7 +78,7 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
         run_id = f"{prefix}-{index + 1:02d}"
         if deploy and index % 4 == 3:
             specs.append(RunSpec(run_id, RunKind.CODING, release, placement, "fix the failing tests",
-                                 {"repository": coding_repository(run_id), "branch": "main"},
+                                 coding_task(run_id),
                                  AuthorityLevel.EXTERNAL_MUTATE))
         elif deploy:
             service = DEPLOY_SERVICES[(index // 2) % len(DEPLOY_SERVICES)]
@@ -90,6 +90,11 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
             specs.append(RunSpec(run_id, RunKind.RESEARCH, release, placement, f"research {topic}",
                                  {"topic": topic, "documents": chosen}, AuthorityLevel.SANDBOX_MUTATE))
     return specs
+
+
+def coding_task(run_id: str) -> dict[str, JsonValue]:
+    """The task input of a fleet's coding run: fix the failing tests of its own repository's `main`."""
+    return {"repository": coding_repository(run_id), "branch": "main"}
 
 
 def coding_repository(run_id: str) -> str:

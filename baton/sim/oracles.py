@@ -29,11 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from baton.sim.network import Message
+from baton.sim.oracles_coding import CODING_ORACLES
 from baton.sim.scheduler import START
 from baton.sim.world import ENDED, SimRecords
 
 EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
 MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications"}
+EFFECT_FILES["git"], MUTATION_PATHS["git"] = "pushes.jsonl", "/pushes"  # coding runs (baton.sim.oracles_coding)
+RUN_TARGETS = {"deploy": "deploy", "coding": "git"}
+"""Where a verified run of a kind has its one side effect (any other kind: the corpus)."""
 _BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
 _LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
 
@@ -158,7 +162,7 @@ def unknown_reconciled_before_retry(records: SimRecords) -> list[str]:
     for run_id, status in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id"):
         if status != "verified":
             continue
-        target = "deploy" if "-deploy-" in run_id else "corpus"
+        target = next((t for kind, t in RUN_TARGETS.items() if f"-{kind}-" in run_id), "corpus")
         mine = [e for e in effects[target] if e.get("run_id") == run_id]
         if len(mine) != 1:
             found.append(f"I4: {run_id} reported verified but {target} recorded {len(mine)} side effects for it")
@@ -222,7 +226,7 @@ def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
     found = {ref for ref, doc in blobs.items()
              if isinstance(doc, dict) and doc and all(fields.get(k) == v for k, v in doc.items())
              and set(fields) - set(doc) <= {"strategy"}}
-    for name in ("report", "text", "content"):  # a publication carries the candidate's text itself
+    for name in ("report", "text", "content", "patch"):  # a publication (a push) carries the candidate's bytes itself
         if isinstance(fields.get(name), str):
             found.add("sha256:" + hashlib.sha256(fields[name].encode()).hexdigest())
     return found
@@ -502,6 +506,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("9 no stale observation used", no_stale_observation_used),
     ("10 every run ends", every_run_ends),
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
+    *CODING_ORACLES,
 )
 
 

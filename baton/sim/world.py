@@ -46,12 +46,13 @@ from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
 from baton.sim import catalog_faults
+from baton.sim.coding_twin import CodingTwin
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.memory_store import MemoryStore
 from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
-from baton.targets import corpus_service, deploy_service
+from baton.targets import corpus_service, deploy_service, git_remote_service
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS, DocumentStore
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
@@ -67,6 +68,7 @@ _WORLDS = itertools.count(1)
 
 TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app}
 """The targets every world hosts: name -> the live service's `create_app(data_dir)` (its records under root/name)."""
+TARGET_APPS["git"] = git_remote_service.create_app  # coding runs (baton.sim.coding_twin)
 
 _APP_CACHE: dict[tuple[str, Path], tuple[Any, list[Any]]] = {}
 """(target, data dir) -> the app built once in this process and its stateful parts (reset per world)."""
@@ -201,6 +203,8 @@ class World:
         for name, factory in TARGET_APPS.items():
             self.network.add_target(name, _target_app(name, factory, root))
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
+        self.coding = CodingTwin(root, self.network, config.target_timeout_s) if RunKind.CODING in config.kinds \
+            else None
         self.writes = 0
         self.workers_started = 0
         self.fired: list[Fault] = []
@@ -286,10 +290,14 @@ class World:
                 "topic": "one side effect per key", "documents": [documents[(index + k) % len(documents)]
                                                                    for k in range(3)]}
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
-            spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
-                           authority, constraints=PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
-                                                                         portable_to_providers=catalog_faults.PROVIDERS))
-            needs[run_id] = catalog_faults.owner_needs("model-v7", authority.value)
+            constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
+                                                 portable_to_providers=catalog_faults.PROVIDERS)
+            if kind is RunKind.CODING and self.coding is not None:
+                spec = self.coding.spec(run_id, placement, constraints)
+            else:
+                spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run",
+                               task_input, authority, constraints=constraints)
+            needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value)
             catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
@@ -309,6 +317,10 @@ class World:
         timeout = self.config.target_timeout_s
         return (DeployClient("http://deploy.sim", timeout_s=timeout, transport=self.network.transport("deploy", process)),
                 CorpusClient("http://corpus.sim", timeout_s=timeout, transport=self.network.transport("corpus", process)))
+
+    def fenced(self, process: Process) -> tuple[Any, ...]:
+        """Every target `process` fences on a move: deploy and corpus, and the git remote in worlds with coding runs."""
+        return (*self.clients(process), *(() if self.coding is None else (self.coding.client(process),)))
 
     def supervise(self, placement: Placement) -> None:
         """Keep one worker process of `placement` alive (restart it after a crash)."""
@@ -332,8 +344,11 @@ class World:
 
     def work(self, placement: Placement, process: Process, worker_id: str) -> None:
         """A worker process: poll for runs reserved for its placement, adopt, execute (as `Worker` does)."""
-        deploy, corpus = self.clients(process)
-        targets = {deploy.name: deploy, corpus.name: corpus}
+        deploy, corpus, *agent_targets = self.fenced(process)
+        targets = {target.name: target for target in (deploy, corpus, *agent_targets)}
+        tools: dict[str, Any] = {"corpus": corpus, "deploy": deploy}
+        if self.coding is not None:
+            tools.update(self.coding.tools(agent_targets[0]))
         owner = worker_owner(worker_id)
         if self.catalog_touched:  # as the live worker: its placement from the store's catalog when it starts
             placement = next(p for p in self.placements_now() if p.name == placement.name)
@@ -341,10 +356,10 @@ class World:
             store=self.store, blobs=self.blobs, authority=self.authority,
             gateway=MutationGateway(self.store, self.authority, targets, ceiling=placement.authority_ceiling),
             targets=targets, releases={release.release_id: release for release in RELEASES.values()},
-            tools=read_only_tools({"corpus": corpus, "deploy": deploy}),
+            tools=read_only_tools(tools),
         )
         executor = RunExecutor(services, placement, owner, agent_for=agent_for, lease_ttl_s=self.config.lease_ttl_s,
-                               fence_targets=(deploy, corpus), handoff_wait_s=30.0)
+                               fence_targets=(deploy, corpus, *agent_targets), handoff_wait_s=30.0)
         reserved = reserved_owner(placement)
         while not self.settled():
             try:
@@ -365,8 +380,9 @@ class World:
     def coordinate(self) -> None:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
         coordinator_process = self.sched.process("coordinator")
-        deploy, corpus = self.clients(coordinator_process)
-        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), self._dispatch())
+        deploy, corpus, *agent_targets = self.fenced(coordinator_process)
+        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus, *agent_targets),
+                                        self._dispatch())
         tried: dict[str, float] = {}
         while not self.settled():
             for fault in self._take(self.handoff_queue):
@@ -409,9 +425,8 @@ class World:
         """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
         what changed."""
         target = self._catalog_change(fault)
-        deploy, corpus = self.clients(self.sched.process("operator"))
-        self._catalog_handoff(build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus), self._dispatch()),
-                              target)
+        self._catalog_handoff(build_coordinator(self.store, self.blobs, PLACEMENTS,
+                                                self.fenced(self.sched.process("operator")), self._dispatch()), target)
 
     def _catalog_change(self, fault: Fault) -> str:
         target = self._catalog_target()

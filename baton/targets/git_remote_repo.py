@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton import clock
 from baton.errors import BatonError
 
 GIT_IDENTITY = {
@@ -95,6 +96,10 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_IDENTITY)
     env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
+    # Commits are dated by Baton's clock (the wall clock live, the virtual one in the simulation, where a
+    # commit's hash must not depend on when a seed happened to run).
+    stamp = f"@{int(clock.now().timestamp())} +0000"
+    env.update({"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
     env.update(extra or {})
     return env
 

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -239,8 +240,9 @@ class GitRemoteClient(MutationClient):
 
     mutation_path = "/pushes"
 
-    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 5.0) -> None:
-        super().__init__(base_url, name=name, timeout_s=timeout_s)
+    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 5.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, name=name, timeout_s=timeout_s, transport=transport)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         return PushBody.model_validate(super()._body(payload)).model_dump()

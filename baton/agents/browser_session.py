@@ -37,6 +37,15 @@ class BrowserStepError(RuntimeError):
         self.step, self.status, self.error = step, status, error
 
 
+def refusal_error(step: str, status: int, text: str) -> BrowserStepError:
+    """The application's JSON refusal `{"error", "message"}` as a BrowserStepError (any other page: `unexpected_page`)."""
+    try:
+        body = json.loads(text)
+        return BrowserStepError(step, status, str(body.get("error")), str(body.get("message")))
+    except ValueError:
+        return BrowserStepError(step, status, "unexpected_page", text[:200])
+
+
 def launch_chromium(playwright: Playwright) -> Browser:
     """The system's Chromium, headless, with the flags this project uses everywhere."""
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
@@ -55,11 +64,7 @@ class BrowserSession:
         return self.base_url + path
 
     def _refusal(self, step: str, status: int, text: str) -> BrowserStepError:
-        try:
-            body = json.loads(text)
-            return BrowserStepError(step, status, str(body.get("error")), str(body.get("message")))
-        except ValueError:
-            return BrowserStepError(step, status, "unexpected_page", text[:200])
+        return refusal_error(step, status, text)
 
     def _submit(self, step: str, button: str) -> str:
         """Click a form's submit button; the path the browser lands on, or BrowserStepError."""

@@ -11,6 +11,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from baton.experiment.strategies import interventions_for
+from baton.metrics.experiment_outcomes import outcome_rows
+
 EXPERIMENT_FILE = "experiment.duckdb"
 
 # Table name -> (column, DuckDB type), in the contract's order. Every table exists even when empty.
@@ -134,3 +137,31 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     cursor = con.execute(sql)
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def run_rows(path: Path) -> list[dict[str, Any]]:
+    """`run_outcomes` as the dashboard filters it: `outcome_rows`, with the per-run interventions of a file
+    written before runs carried them rebuilt by `rebuild_interventions`."""
+    rows = outcome_rows(path)
+    if not any(row["interventions"] is None for row in rows):
+        return rows
+    snapshot = read_experiment(path)
+    return rebuild_interventions(rows, {row["strategy"]: row["interventions"]
+                                        for row in (snapshot.summary if snapshot else [])})
+
+
+def rebuild_interventions(rows: list[dict[str, Any]], totals: Mapping[str, int | None]) -> list[dict[str, Any]]:
+    """Fill a missing per-run `interventions` from the run's faults (`interventions_for`), strategy by strategy,
+    only where the rebuilt runs add up to the strategy's stored total (`totals`, from `strategy_summary`);
+    a strategy whose runs do not add up keeps None (unknown)."""
+    rebuilt: dict[str, list[int | None]] = {}
+    for row in rows:
+        if row["interventions"] is None:
+            faults = row.get("faults")
+            rebuilt.setdefault(row["strategy"], []).append(
+                None if faults is None else interventions_for(row["strategy"], int(faults)))
+    confirmed = {strategy for strategy, values in rebuilt.items()
+                 if None not in values and totals.get(strategy) is not None
+                 and sum(v for v in values if v is not None) == totals[strategy]}
+    return [row | {"interventions": interventions_for(row["strategy"], int(row["faults"]))}
+            if row["interventions"] is None and row["strategy"] in confirmed else row for row in rows]

@@ -53,6 +53,15 @@ STRATEGIES: tuple[Strategy, ...] = (
 BY_ID = {strategy.id: strategy for strategy in STRATEGIES}
 
 
+def interventions_for(strategy_id: str, faults: int) -> int | None:
+    """A run's human interventions as `RunSimulation` counts them: one per fault under the human protocol
+    (every version of the engine), none under the others; None for a strategy this engine does not know."""
+    strategy = BY_ID.get(strategy_id)
+    if strategy is None:
+        return None
+    return faults if strategy.protocol == "human" else 0
+
+
 @dataclass
 class Outcome:
     """What one run of one strategy cost and how it ended (the strategy's own report; the oracle judges)."""

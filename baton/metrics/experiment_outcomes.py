@@ -21,7 +21,7 @@ UNKNOWN = "unknown"
 
 OUTCOME_COLUMNS = ("strategy", "run_index", "agent_kind", "reason", "migration_class", "verified",
                    "duplicate_effects", "stale_evidence_accepted", "cost_usd", "compute_s", "completion_s",
-                   "handoffs", "interventions")
+                   "handoffs", "faults", "interventions")
 _LATER_COLUMNS = {"reason": f"'{UNKNOWN}'", "migration_class": f"'{UNKNOWN}'", "interventions": "NULL"}
 """Columns a file from an older writer may lack, and what they read as."""
 

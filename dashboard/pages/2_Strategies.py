@@ -39,6 +39,11 @@ if filters.kinds or filters.reasons or filters.classes:
     st.caption(f"Recomputed over the runs that pass the filters ({sum(row['runs'] for row in summary)} runs "
                "across strategies); a run's reason is the first fault it recovered from, its migration class that "
                "of its first move (\"none\": it never moved; \"unknown\": a file written before runs carried it).")
+    unknown = [row["strategy"] for row in summary if row["interventions"] is None]
+    if unknown:
+        st.caption(f"Interventions unknown for {', '.join(unknown)}: the file was written before runs carried them "
+                   "and the stored totals do not confirm rebuilding them from each run's faults; re-run `baton "
+                   "experiment` to filter them.")
 left, right = st.columns(2)
 left.subheader("Success against cost")
 left.plotly_chart(success_cost_figure(summary), width="stretch", key="success_cost")

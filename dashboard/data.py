@@ -17,6 +17,7 @@ import streamlit as st
 from baton import clock
 from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment, run_rows
 from baton.metrics.definitions import handoff_metrics, verified_success
+from baton.metrics.experiment_outcomes import sweep_groups
 from baton.metrics.export import _metric_row, analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix
 from baton.metrics.handoffs import handoff_requests, run_timeline
@@ -94,6 +95,11 @@ def _run_rows(path: str, key: Stamp) -> list[dict[str, Any]]:
 
 
 @st.cache_data(show_spinner=False)
+def _sweep_groups(path: str, key: Stamp) -> list[dict[str, Any]] | None:
+    return sweep_groups(Path(path))
+
+
+@st.cache_data(show_spinner=False)
 def _fault_matrix(path: str, key: Stamp) -> dict[str, Any] | None:
     return read_fault_matrix(Path(path))
 
@@ -118,6 +124,13 @@ def experiment_runs() -> list[dict[str, Any]]:
     interventions rebuilt where the stored totals confirm them, else None)."""
     path = experiment_file()
     return _run_rows(str(path), stamp(path))
+
+
+def experiment_sweep_groups() -> list[dict[str, Any]] | None:
+    """The sweep's runs grouped by cell, strategy, agent kind, reason and migration class; None for a file
+    written before the sweep kept them."""
+    path = experiment_file()
+    return _sweep_groups(str(path), stamp(path))
 
 
 def fault_matrix() -> tuple[Path, dict[str, Any] | None]:

@@ -39,6 +39,11 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("run_length", "BIGINT"), ("fault_rate", "DOUBLE"),
         ("runs", "BIGINT"), ("success_rate", "DOUBLE"), ("cost_per_verified_usd", "DOUBLE"),
         ("mean_completion_s", "DOUBLE"), ("duplicate_effects", "BIGINT"), ("winner", "BOOLEAN")),
+    "sweep_outcomes": (
+        ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("run_length", "BIGINT"), ("fault_rate", "DOUBLE"),
+        ("agent_kind", "VARCHAR"), ("reason", "VARCHAR"), ("migration_class", "VARCHAR"), ("runs", "BIGINT"),
+        ("verified", "BIGINT"), ("cost_usd", "DOUBLE"), ("completion_s", "DOUBLE"), ("duplicate_effects", "BIGINT"),
+        ("stale_evidence_accepted", "BIGINT")),
     "experiment_metrics": (
         ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("name", "VARCHAR"), ("kind", "VARCHAR"),
         ("value", "DOUBLE"), ("numerator", "BIGINT"), ("denominator", "BIGINT"), ("low", "DOUBLE"),
@@ -62,6 +67,7 @@ class ExperimentResult:
     outcomes: Columns
     sweep: Rows = ()
     metrics: Rows = ()
+    sweep_groups: Rows = ()
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ def write_experiment(result: ExperimentResult, path: Path) -> dict[str, int]:
     """Write every table into a file beside `path`, then rename it over `path`; returns row counts per table."""
     sources: dict[str, Rows | Columns] = {
         "experiment_meta": [result.meta], "strategy_summary": result.summary, "run_outcomes": result.outcomes,
-        "sweep_cells": result.sweep, "experiment_metrics": result.metrics,
+        "sweep_cells": result.sweep, "experiment_metrics": result.metrics, "sweep_outcomes": result.sweep_groups,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")

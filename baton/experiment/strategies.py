@@ -51,6 +51,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("human_assisted", "human-assisted recovery", "transcript", "any", "human", "transcript", True),
 )
 BY_ID = {strategy.id: strategy for strategy in STRATEGIES}
+ORDER = tuple(strategy.id for strategy in STRATEGIES)
+"""The strategies' ids in the engine's order (the sweep gives a tied cell to the first)."""
 
 
 def interventions_for(strategy_id: str, faults: int) -> int | None:

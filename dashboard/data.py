@@ -15,9 +15,9 @@ from typing import Any
 import streamlit as st
 
 from baton import clock
-from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment
-from baton.metrics.experiment_outcomes import outcome_rows
+from baton.experiment.results import ExperimentSnapshot, experiment_path, read_experiment, run_rows
 from baton.metrics.definitions import handoff_metrics, verified_success
+from baton.metrics.experiment_outcomes import sweep_groups
 from baton.metrics.export import _metric_row, analytics_path
 from baton.metrics.fault_matrix import read_fault_matrix
 from baton.metrics.handoffs import handoff_requests, run_timeline
@@ -91,7 +91,12 @@ def _experiment(path: str, key: Stamp) -> ExperimentSnapshot | None:
 
 @st.cache_data(show_spinner=False)
 def _run_rows(path: str, key: Stamp) -> list[dict[str, Any]]:
-    return outcome_rows(Path(path))
+    return run_rows(Path(path))
+
+
+@st.cache_data(show_spinner=False)
+def _sweep_groups(path: str, key: Stamp) -> list[dict[str, Any]] | None:
+    return sweep_groups(Path(path))
 
 
 @st.cache_data(show_spinner=False)
@@ -115,10 +120,17 @@ def experiment() -> ExperimentSnapshot | None:
 
 
 def experiment_runs() -> list[dict[str, Any]]:
-    """Every row of the experiment's `run_outcomes` (reason and migration class "unknown", interventions None,
-    in an old file)."""
+    """Every row of the experiment's `run_outcomes` (in an old file: reason and migration class "unknown",
+    interventions rebuilt where the stored totals confirm them, else None)."""
     path = experiment_file()
     return _run_rows(str(path), stamp(path))
+
+
+def experiment_sweep_groups() -> list[dict[str, Any]] | None:
+    """The sweep's runs grouped by cell, strategy, agent kind, reason and migration class; None for a file
+    written before the sweep kept them."""
+    path = experiment_file()
+    return _sweep_groups(str(path), stamp(path))
 
 
 def fault_matrix() -> tuple[Path, dict[str, Any] | None]:

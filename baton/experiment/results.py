@@ -11,6 +11,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from baton.experiment.strategies import interventions_for
+from baton.metrics.experiment_outcomes import outcome_rows
+
 EXPERIMENT_FILE = "experiment.duckdb"
 
 # Table name -> (column, DuckDB type), in the contract's order. Every table exists even when empty.
@@ -36,6 +39,11 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("run_length", "BIGINT"), ("fault_rate", "DOUBLE"),
         ("runs", "BIGINT"), ("success_rate", "DOUBLE"), ("cost_per_verified_usd", "DOUBLE"),
         ("mean_completion_s", "DOUBLE"), ("duplicate_effects", "BIGINT"), ("winner", "BOOLEAN")),
+    "sweep_outcomes": (
+        ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("run_length", "BIGINT"), ("fault_rate", "DOUBLE"),
+        ("agent_kind", "VARCHAR"), ("reason", "VARCHAR"), ("migration_class", "VARCHAR"), ("runs", "BIGINT"),
+        ("verified", "BIGINT"), ("cost_usd", "DOUBLE"), ("completion_s", "DOUBLE"), ("duplicate_effects", "BIGINT"),
+        ("stale_evidence_accepted", "BIGINT")),
     "experiment_metrics": (
         ("experiment_id", "VARCHAR"), ("strategy", "VARCHAR"), ("name", "VARCHAR"), ("kind", "VARCHAR"),
         ("value", "DOUBLE"), ("numerator", "BIGINT"), ("denominator", "BIGINT"), ("low", "DOUBLE"),
@@ -59,6 +67,7 @@ class ExperimentResult:
     outcomes: Columns
     sweep: Rows = ()
     metrics: Rows = ()
+    sweep_groups: Rows = ()
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,7 @@ def write_experiment(result: ExperimentResult, path: Path) -> dict[str, int]:
     """Write every table into a file beside `path`, then rename it over `path`; returns row counts per table."""
     sources: dict[str, Rows | Columns] = {
         "experiment_meta": [result.meta], "strategy_summary": result.summary, "run_outcomes": result.outcomes,
-        "sweep_cells": result.sweep, "experiment_metrics": result.metrics,
+        "sweep_cells": result.sweep, "experiment_metrics": result.metrics, "sweep_outcomes": result.sweep_groups,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -134,3 +143,31 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     cursor = con.execute(sql)
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def run_rows(path: Path) -> list[dict[str, Any]]:
+    """`run_outcomes` as the dashboard filters it: `outcome_rows`, with the per-run interventions of a file
+    written before runs carried them rebuilt by `rebuild_interventions`."""
+    rows = outcome_rows(path)
+    if not any(row["interventions"] is None for row in rows):
+        return rows
+    snapshot = read_experiment(path)
+    return rebuild_interventions(rows, {row["strategy"]: row["interventions"]
+                                        for row in (snapshot.summary if snapshot else [])})
+
+
+def rebuild_interventions(rows: list[dict[str, Any]], totals: Mapping[str, int | None]) -> list[dict[str, Any]]:
+    """Fill a missing per-run `interventions` from the run's faults (`interventions_for`), strategy by strategy,
+    only where the rebuilt runs add up to the strategy's stored total (`totals`, from `strategy_summary`);
+    a strategy whose runs do not add up keeps None (unknown)."""
+    rebuilt: dict[str, list[int | None]] = {}
+    for row in rows:
+        if row["interventions"] is None:
+            faults = row.get("faults")
+            rebuilt.setdefault(row["strategy"], []).append(
+                None if faults is None else interventions_for(row["strategy"], int(faults)))
+    confirmed = {strategy for strategy, values in rebuilt.items()
+                 if None not in values and totals.get(strategy) is not None
+                 and sum(v for v in values if v is not None) == totals[strategy]}
+    return [row | {"interventions": interventions_for(row["strategy"], int(row["faults"]))}
+            if row["interventions"] is None and row["strategy"] in confirmed else row for row in rows]

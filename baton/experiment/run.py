@@ -16,7 +16,7 @@ from baton.experiment.engine import StrategyRuns, run_strategy
 from baton.experiment.results import ExperimentResult
 from baton.experiment.strategies import STRATEGIES
 from baton.experiment.summary import metric_rows, outcome_columns, summary_row
-from baton.experiment.sweep import FAULT_RATES, RUN_LENGTHS, sweep_cells
+from baton.experiment.sweep import FAULT_RATES, RUN_LENGTHS, run_sweep
 from baton.experiment.workload import Parameters, generate
 
 Tick = Callable[[int], None]
@@ -54,7 +54,8 @@ def run_experiment(runs: int, seed: int, *, sweep: bool = False, params: Paramet
     experiment_id = f"exp-{seed}-{runs}-{uuid.uuid4().hex[:8]}"
     w = generate(seed, runs, params)
     results = [run_strategy(s, w, params, cal, seed=seed, tick=tick) for s in STRATEGIES]
-    cells = sweep_cells(experiment_id, seed, sweep_runs_per_cell(runs), params, cal, tick=tick) if sweep else []
+    cells, groups = (run_sweep(experiment_id, seed, sweep_runs_per_cell(runs), params, cal, tick=tick)
+                     if sweep else ([], []))
     parameters = {"workload": params.as_dict(), "calibration": cal.describe(), "workload_sha256": w.fingerprint(),
                   "events_per_strategy": {r.strategy.id: r.events for r in results},
                   "reported_verified": {r.strategy.id: int(r.reported_verified.sum()) for r in results},
@@ -66,6 +67,6 @@ def run_experiment(runs: int, seed: int, *, sweep: bool = False, params: Paramet
             "git_commit": _git_commit(), "started_at": started.isoformat(),
             "seconds": time.perf_counter() - timer, "parameters_json": json.dumps(parameters, default=list)}
     result = ExperimentResult(meta=meta, summary=[summary_row(experiment_id, r) for r in results],
-                              outcomes=outcome_columns(experiment_id, w, results), sweep=cells,
+                              outcomes=outcome_columns(experiment_id, w, results), sweep=cells, sweep_groups=groups,
                               metrics=[row for r in results for row in metric_rows(experiment_id, r)])
     return Experiment(result, results, w.fingerprint())

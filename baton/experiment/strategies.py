@@ -51,6 +51,17 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("human_assisted", "human-assisted recovery", "transcript", "any", "human", "transcript", True),
 )
 BY_ID = {strategy.id: strategy for strategy in STRATEGIES}
+ORDER = tuple(strategy.id for strategy in STRATEGIES)
+"""The strategies' ids in the engine's order (the sweep gives a tied cell to the first)."""
+
+
+def interventions_for(strategy_id: str, faults: int) -> int | None:
+    """A run's human interventions as `RunSimulation` counts them: one per fault under the human protocol
+    (every version of the engine), none under the others; None for a strategy this engine does not know."""
+    strategy = BY_ID.get(strategy_id)
+    if strategy is None:
+        return None
+    return faults if strategy.protocol == "human" else 0
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 The winner of a cell is the strategy with the lowest cost per verified run among those the oracle
 found with no duplicate effect and no stale evidence accepted (a strategy that corrupts a target
-cannot win on price). Ties go to the higher success rate.
+cannot win on price). Ties go to the higher success rate, then to the strategy listed first
+(`baton.metrics.experiment_outcomes.pick_winner`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from baton.experiment.calibration import Calibration
 from baton.experiment.engine import run_strategy
-from baton.experiment.strategies import STRATEGIES
-from baton.experiment.workload import Parameters, generate
+from baton.experiment.strategies import ORDER, STRATEGIES
+from baton.experiment.workload import AGENT_KINDS, Parameters, generate
+from baton.metrics.experiment_outcomes import pick_winner, sweep_group_rows
 
 RUN_LENGTHS = (4, 16, 64, 256)
 FAULT_RATES = (0.001, 0.01, 0.03, 0.1)
@@ -22,7 +26,17 @@ FAULT_RATES = (0.001, 0.01, 0.03, 0.1)
 
 def sweep_cells(experiment_id: str, seed: int, runs_per_cell: int, params: Parameters, cal: Calibration,
                 tick: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """One row per cell and strategy (`sweep_cells`), its winner marked."""
+    return run_sweep(experiment_id, seed, runs_per_cell, params, cal, tick)[0]
+
+
+def run_sweep(experiment_id: str, seed: int, runs_per_cell: int, params: Parameters, cal: Calibration,
+              tick: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sweep's cells (`sweep_cells`) and its runs summed per cell, strategy, agent kind, reason and migration
+    class (`sweep_outcomes`), so a reader can recompute the cells over the runs a filter keeps."""
     rows: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    kinds = np.asarray(AGENT_KINDS, dtype=object)
     for li, length in enumerate(RUN_LENGTHS):
         for fi, rate in enumerate(FAULT_RATES):
             cell = replace(params, fixed_length=length, fault_rate=rate)
@@ -36,15 +50,16 @@ def sweep_cells(experiment_id: str, seed: int, runs_per_cell: int, params: Param
                     "fault_rate": rate, "runs": runs_per_cell, "success_rate": verified / runs_per_cell,
                     "cost_per_verified_usd": float(r.cost_usd.sum()) / verified if verified else None,
                     "mean_completion_s": float(r.completion_s.mean()), "duplicate_effects": int(r.duplicates.sum()),
-                    "stale": int(r.stale.sum()), "winner": False})
-            safe = [row for row in cell_rows if row["duplicate_effects"] == 0 and row["stale"] == 0
-                    and row["cost_per_verified_usd"] is not None]
-            if safe:
-                min(safe, key=lambda row: (row["cost_per_verified_usd"], -row["success_rate"]))["winner"] = True
-            rows.extend({key: value for key, value in row.items() if key != "stale"} for row in cell_rows)
+                    "stale_evidence_accepted": int(r.stale.sum()), "winner": False})
+                groups.extend({"experiment_id": experiment_id} | group for group in sweep_group_rows(
+                    strategy.id, length, rate, kinds[w.kind], r.reasons, r.migration_classes, r.verified,
+                    r.cost_usd, r.completion_s, r.duplicates, r.stale))
+            winner = pick_winner(cell_rows, ORDER)
+            rows.extend({key: value for key, value in row.items() if key != "stale_evidence_accepted"}
+                        | {"winner": row["strategy"] == winner} for row in cell_rows)
             if tick is not None:
                 tick(1)
-    return rows
+    return rows, groups
 
 
 def _versus(other: float | None, baton: float | None) -> float | None:

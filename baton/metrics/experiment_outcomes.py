@@ -4,10 +4,15 @@ The experiment writes one row per run and strategy (`run_outcomes`). `success_ce
 strategy's runs by agent kind, by whether they moved and by the class of their first move, with 95%
 Wilson intervals, in the cells `baton.metrics.figures.verified_success_figure` draws for the live
 fleet; `strategy_figures` recomputes the per-strategy summary over any subset of the rows.
+
+The sweep writes its runs grouped by cell, strategy, agent kind, reason and migration class
+(`sweep_outcomes`, sums per group); `filtered_sweep` rebuilds the sweep's cells, and each cell's winner
+by `pick_winner` (the sweep's own rule), over the groups that pass the filters.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +26,14 @@ UNKNOWN = "unknown"
 
 OUTCOME_COLUMNS = ("strategy", "run_index", "agent_kind", "reason", "migration_class", "verified",
                    "duplicate_effects", "stale_evidence_accepted", "cost_usd", "compute_s", "completion_s",
-                   "handoffs", "interventions")
+                   "handoffs", "faults", "interventions")
 _LATER_COLUMNS = {"reason": f"'{UNKNOWN}'", "migration_class": f"'{UNKNOWN}'", "interventions": "NULL"}
 """Columns a file from an older writer may lack, and what they read as."""
+
+SWEEP_GROUP_KEYS = ("strategy", "run_length", "fault_rate", "agent_kind", "reason", "migration_class")
+SWEEP_GROUP_SUMS = ("runs", "verified", "cost_usd", "completion_s", "duplicate_effects", "stale_evidence_accepted")
+SWEEP_GROUP_COLUMNS = SWEEP_GROUP_KEYS + SWEEP_GROUP_SUMS
+"""One `sweep_outcomes` row: a group of one sweep cell's runs under one strategy, and its sums."""
 
 
 def success_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,6 +110,86 @@ def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) 
                 column(runs, "completion_s", float), column(runs, "compute_s", float),
                 None if any(r["interventions"] is None for r in runs) else column(runs, "interventions", np.int64))
             for strategy, runs in by_strategy.items()]
+
+
+TIE = 1e-9
+"""Relative difference under which two costs per verified run tie (sums of the same runs in another order)."""
+
+
+def pick_winner(cell: list[dict[str, Any]], order: Sequence[str] = ()) -> str | None:
+    """The strategy that wins one sweep cell (its rows, one per strategy): the lowest cost per verified run among
+    those with no duplicate effect and no stale evidence accepted; costs within `TIE` of the lowest tie, and ties go
+    to the higher success rate, then to the strategy first in `order` (else in `cell`); None when none qualifies."""
+    safe = [row for row in cell if row["duplicate_effects"] == 0 and row["stale_evidence_accepted"] == 0
+            and row["cost_per_verified_usd"] is not None]
+    if not safe:
+        return None
+    cheapest = min(row["cost_per_verified_usd"] for row in safe)
+    tied = [row for row in safe if row["cost_per_verified_usd"] <= cheapest + abs(cheapest) * TIE]
+    rank = {strategy: index for index, strategy in enumerate(order)}
+    position = {id(row): index for index, row in enumerate(cell)}
+    best = min(tied, key=lambda row: (-row["success_rate"], rank.get(row["strategy"], len(rank)), position[id(row)]))
+    return str(best["strategy"])
+
+
+def sweep_group_rows(strategy: str, run_length: int, fault_rate: float, kinds: np.ndarray, reasons: np.ndarray,
+                     classes: np.ndarray, verified: np.ndarray, cost_usd: np.ndarray, completion_s: np.ndarray,
+                     duplicates: np.ndarray, stale: np.ndarray) -> list[dict[str, Any]]:
+    """One strategy's runs of one sweep cell (one array entry per run), summed per (agent kind, reason,
+    migration class), in `sweep_outcomes`' shape."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for i in range(int(verified.size)):
+        sums = groups.setdefault((str(kinds[i]), str(reasons[i]), str(classes[i])), [0, 0, 0.0, 0.0, 0, 0])
+        sums[0] += 1
+        sums[1] += int(bool(verified[i]))
+        sums[2] += float(cost_usd[i])
+        sums[3] += float(completion_s[i])
+        sums[4] += int(duplicates[i])
+        sums[5] += int(stale[i])
+    return [dict(zip(SWEEP_GROUP_KEYS, (strategy, run_length, fault_rate, *key), strict=True))
+            | dict(zip(SWEEP_GROUP_SUMS, sums, strict=True)) for key, sums in sorted(groups.items())]
+
+
+def sweep_groups(path: Path) -> list[dict[str, Any]] | None:
+    """Every row of `sweep_outcomes`, or None for a file written before the sweep kept its runs' agent kind,
+    reason and migration class (they are unknown there: only per-cell totals exist)."""
+    if not path.is_file():
+        return None
+    with duckdb.connect(str(path), read_only=True) as con:
+        present = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'sweep_outcomes'")
+        if not present.fetchone()[0]:
+            return None
+        cursor = con.execute(f"SELECT {', '.join(SWEEP_GROUP_COLUMNS)} FROM sweep_outcomes "
+                             "ORDER BY run_length, fault_rate, strategy, agent_kind, reason, migration_class")
+        return [dict(zip(SWEEP_GROUP_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def filtered_sweep(groups: list[dict[str, Any]], sweep: list[dict[str, Any]],
+                   order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The sweep's cells in `sweep_cells`' shape, recomputed over the (already filtered) groups, each cell's
+    winner picked again by `pick_winner` (`order`: the engine's strategy order, for ties); every (cell, strategy)
+    of `sweep` stays, with zero runs if none passed."""
+    sums: dict[tuple[str, int, float], list[float]] = {
+        (c["strategy"], c["run_length"], c["fault_rate"]): [0, 0, 0.0, 0.0, 0, 0] for c in sweep}
+    for group in groups:
+        total = sums.setdefault((group["strategy"], group["run_length"], group["fault_rate"]), [0, 0, 0.0, 0.0, 0, 0])
+        for index, name in enumerate(SWEEP_GROUP_SUMS):
+            total[index] += group[name]
+    experiment = sweep[0].get("experiment_id") if sweep else None
+    cells: dict[tuple[int, float], list[dict[str, Any]]] = {}
+    for (strategy, length, rate), (runs, verified, cost, completion, duplicates, stale) in sums.items():
+        cells.setdefault((length, rate), []).append({
+            "experiment_id": experiment, "strategy": strategy, "run_length": length, "fault_rate": rate,
+            "runs": int(runs), "success_rate": verified / runs if runs else None,
+            "cost_per_verified_usd": cost / verified if verified else None,
+            "mean_completion_s": completion / runs if runs else None, "duplicate_effects": int(duplicates),
+            "stale_evidence_accepted": int(stale), "winner": False})
+    out: list[dict[str, Any]] = []
+    for key in sorted(cells):
+        rows = sorted(cells[key], key=lambda row: row["strategy"])
+        winner = pick_winner(rows, order)
+        out.extend(row | {"winner": row["strategy"] == winner} for row in rows)
+    return out
 
 
 def simpler_wins(sweep: list[dict[str, Any]], reference: str = "baton") -> list[dict[str, Any]]:

@@ -183,7 +183,8 @@ def test_filtered_strategy_table_keeps_the_interventions(two_runs: str, baton_ho
         assert table.loc[strategy, "interventions"] == expected, strategy
     assert table["interventions"].notna().all()
     text = _text(app)
-    assert "cannot apply to the crossover plot, the winner map" in text
+    assert "recomputed over the sweep's runs that pass the filters" in text
+    assert "cannot apply to the crossover plot" not in text
 
 
 def test_strategies_page_names_the_time_window_as_not_applying(two_runs: str) -> None:

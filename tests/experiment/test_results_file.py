@@ -21,6 +21,8 @@ CONTRACT = {
     "sweep_cells": "experiment_id strategy run_length fault_rate runs success_rate cost_per_verified_usd "
                    "mean_completion_s duplicate_effects winner",
     "experiment_metrics": "experiment_id strategy name kind value numerator denominator low high p50 p95 unit count",
+    "sweep_outcomes": "experiment_id strategy run_length fault_rate agent_kind reason migration_class runs verified "
+                      "cost_usd completion_s duplicate_effects stale_evidence_accepted",
 }
 
 
@@ -34,7 +36,7 @@ def test_empty_result_writes_every_table_with_the_contract_columns(tmp_path: Pat
     assert path == tmp_path / "analytics" / "experiment.duckdb"
     counts = write_experiment(ExperimentResult(meta=_meta("e1"), summary=[], outcomes={}), path)
     assert counts == {"experiment_meta": 1, "strategy_summary": 0, "run_outcomes": 0, "sweep_cells": 0,
-                      "experiment_metrics": 0}
+                      "experiment_metrics": 0, "sweep_outcomes": 0}
     with duckdb.connect(str(path), read_only=True) as con:
         for table, columns in CONTRACT.items():
             names = [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]

@@ -32,8 +32,8 @@ from baton.sim.network import Message
 from baton.sim.scheduler import START
 from baton.sim.world import ENDED, SimRecords
 
-EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
-MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications"}
+EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl", "webapp": "submissions.jsonl"}
+MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications", "webapp": "/submissions"}
 _BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
 _LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
 
@@ -158,7 +158,7 @@ def unknown_reconciled_before_retry(records: SimRecords) -> list[str]:
     for run_id, status in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id"):
         if status != "verified":
             continue
-        target = "deploy" if "-deploy-" in run_id else "corpus"
+        target = "deploy" if "-deploy-" in run_id else "webapp" if "-browser-" in run_id else "corpus"
         mine = [e for e in effects[target] if e.get("run_id") == run_id]
         if len(mine) != 1:
             found.append(f"I4: {run_id} reported verified but {target} recorded {len(mine)} side effects for it")
@@ -225,6 +225,8 @@ def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
     for name in ("report", "text", "content"):  # a publication carries the candidate's text itself
         if isinstance(fields.get(name), str):
             found.add("sha256:" + hashlib.sha256(fields[name].encode()).hexdigest())
+    if isinstance(fields.get("submission_hash"), str):  # a submission names its draft snapshot's hash
+        found.add(fields["submission_hash"])
     return found
 
 
@@ -234,9 +236,9 @@ def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
 def authority_within_bounds(records: SimRecords) -> list[str]:
     """Capabilities seen on the wire never exceed the run's authority or the sender's ceiling, and no
     credential the network carried is stored in a checkpoint or a blob."""
-    from baton.sim.world import PLACEMENTS
+    from baton.placements import DEFAULT_PLACEMENTS
 
-    ceilings = {p.name: p.authority_ceiling.value for p in PLACEMENTS}
+    ceilings = {p.name: p.authority_ceiling.value for p in DEFAULT_PLACEMENTS}
     found = []
     tokens = {m.capability for m in records.network.messages if m.capability}
     for message in records.network.messages:

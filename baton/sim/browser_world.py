@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from baton.authority import AuthorityService
-from baton.durable_files import write_json
+from baton.durable_files import read_json, write_json
 from baton.models import AuthorityLevel, Placement, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, hosts_kind
 from baton.runtime.fleet_plan import browser_spec
@@ -47,6 +47,8 @@ WEBAPP = webapp_service.SERVICE_NAME
 WEBAPP_URL = "http://webapp.sim"
 TRUST_FILE = "webapp-jwks.json"
 """The world's authority keys as the web application reads them (beside its data directory, which is reset)."""
+INTENT_FILE = "browser-intent.json"
+"""run id -> the task its owner launched it with (`{account, answers}`), written before the run starts."""
 BROWSER_PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if hosts_kind(p, RunKind.BROWSER))
 
 
@@ -64,9 +66,11 @@ def webapp_app(data_dir: Path) -> Any:
     return webapp_service.create_app(data_dir, trust=trust)
 
 
-def publish_trust(root: Path, authority: AuthorityService) -> None:
-    """Publish the world's authority keys where the app reads them (the app re-reads a replaced file)."""
+def prepare(root: Path, authority: AuthorityService) -> None:
+    """A new world in `root`: publish its authority keys where the app reads them (the app re-reads a replaced
+    file) and forget the owners' intents of the world before (the directory is reused world after world)."""
     write_json(root / TRUST_FILE, authority.trusted_keys().to_jwks())
+    (root / INTENT_FILE).unlink(missing_ok=True)
 
 
 def world_placements(kinds: tuple[RunKind, ...], base: tuple[Placement, ...]) -> tuple[Placement, ...]:
@@ -74,9 +78,12 @@ def world_placements(kinds: tuple[RunKind, ...], base: tuple[Placement, ...]) ->
     return base + BROWSER_PLACEMENTS if hosts_browser(kinds) else base
 
 
-def browser_launch(run_id: str, index: int) -> tuple[Placement, dict[str, JsonValue], AuthorityLevel]:
-    """Placement, task input and authority of the fleet's browser run number `index`."""
+def browser_launch(root: Path, run_id: str, index: int) -> tuple[Placement, dict[str, JsonValue], AuthorityLevel]:
+    """Placement, task input and authority of the fleet's browser run number `index`; the owner's intent (the
+    task) is recorded in `INTENT_FILE` first, for the oracles."""
     spec = browser_spec(run_id, BROWSER_PLACEMENTS[index % len(BROWSER_PLACEMENTS)], index)
+    intents = read_json(root / INTENT_FILE) or {}
+    write_json(root / INTENT_FILE, {**intents, run_id: spec.task_input})
     return spec.placement, dict(spec.task_input), spec.authority
 
 

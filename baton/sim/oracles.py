@@ -2,7 +2,8 @@
 
 Nothing here calls Baton's predicates. The oracles read:
 
-* the targets' own record files (`deployments.jsonl`, `publications.jsonl`);
+* the targets' own record files (`deployments.jsonl`, `publications.jsonl`, the web application's
+  `submissions.jsonl`; its drafts and sessions in `baton.sim.oracles_browser`);
 * the network's log of every message and delivery (`baton.sim.network`);
 * the lease row of every run as the simulation saw it after each write
   (`SimRecords.lease_history`, read with plain SQL);
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baton.sim import oracles_browser
 from baton.sim.network import Message
 from baton.sim.scheduler import START
 from baton.sim.world import ENDED, SimRecords
@@ -504,6 +506,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("9 no stale observation used", no_stale_observation_used),
     ("10 every run ends", every_run_ends),
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
+    *oracles_browser.ORACLES,
 )
 
 

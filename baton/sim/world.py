@@ -216,7 +216,7 @@ class World:
         for name, factory in TARGET_APPS.items():
             self.network.add_target(name, _target_app(name, factory, root))
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
-        browser_world.publish_trust(root, self.authority)
+        browser_world.prepare(root, self.authority)
         self.writes = 0
         self.workers_started = 0
         self.fired: list[Fault] = []
@@ -303,7 +303,7 @@ class World:
                                                                    for k in range(3)]}
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             if kind is RunKind.BROWSER:
-                placement, task_input, authority = browser_world.browser_launch(run_id, index)
+                placement, task_input, authority = browser_world.browser_launch(self.root, run_id, index)
             spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run", task_input,
                            authority, constraints=PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
                                                                          portable_to_providers=catalog_faults.PROVIDERS))

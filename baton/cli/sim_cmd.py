@@ -35,17 +35,18 @@ def _outcome_json(outcome: SimOutcome) -> dict[str, Any]:
     }
 
 
-SIMULATED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH, RunKind.CODING)  # the browser agent has no in-process twin yet
+SIMULATED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH, RunKind.CODING, RunKind.BROWSER)
 
 
 def _kinds(value: str) -> tuple[RunKind, ...]:
     try:
         kinds = tuple(RunKind(part.strip()) for part in value.split(",") if part.strip())
     except ValueError as exc:
-        raise typer.BadParameter(f"{exc}; use deploy, research and/or coding, comma-separated") from None
+        raise typer.BadParameter(f"{exc}; use deploy, research, coding and/or browser, comma-separated") from None
     unsupported = [kind.value for kind in kinds if kind not in SIMULATED_KINDS]
     if unsupported or not kinds:
-        raise typer.BadParameter(f"the simulation runs deploy, research and coding agents only, not {unsupported or 'none'}")
+        raise typer.BadParameter(f"the simulation runs deploy, research, coding and browser agents only, "
+                                 f"not {unsupported or 'none'}")
     return kinds
 
 
@@ -93,8 +94,9 @@ def sim(
     first: int = typer.Option(0, "--first", min=0, help="first seed of a batch"),
     plan: str | None = typer.Option(None, "--plan", help="with --seed: this fault schedule (JSON) instead"),
     ablate: list[str] = typer.Option([], "--ablate", help="switch one protection off (baton.ablation names)"),
-    kinds: str = typer.Option("deploy", "--runs", help="runs per world: deploy, research, coding (comma-separated; "
-                              "coding runs clone a real git repository and run real pytest, about 1 s of CPU each)"),
+    kinds: str = typer.Option("deploy", "--runs", help="runs per world: deploy, research, coding, browser "
+                              "(comma-separated; coding runs clone a real git repository and run real pytest, about "
+                              "1 s of CPU each; browser runs drive an HTTP-level browser twin against the web application)"),
     jobs: int = typer.Option(1, "--jobs", min=1, help="processes to spread seeds over"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:

@@ -91,8 +91,13 @@ def wrong_submission(root: Path) -> list[str]:
     if not intent_path.exists():
         return []
     task = json.loads(intent_path.read_text(encoding="utf-8")).get("task", {})
+    return submission_evidence(root / "home" / "targets" / "webapp", run_id, task)
+
+
+def submission_evidence(app: Path, run_id: str, task: dict[str, Any]) -> list[str]:
+    """`wrong_submission` over the application's records in `app` for `run_id`, whose owner asked for `task`
+    (`{account, answers}`); the simulation's oracles use it too."""
     asked, account = dict(task.get("answers") or {}), task.get("account")
-    app = root / "home" / "targets" / "webapp"
     versions = {(d["draft_id"], int(d["version"])): d for d in _lines(app / "drafts.jsonl")}
     evidence = []
     for submission in [s for s in _lines(app / "submissions.jsonl") if s.get("run_id") == run_id]:

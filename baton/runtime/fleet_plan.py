@@ -49,7 +49,7 @@ def _release_for(placement: Placement) -> str:
     raise ValueError(f"placement {placement.name} supports no catalog release")
 
 
-def _browser_spec(run_id: str, placement: Placement, index: int) -> RunSpec:
+def browser_spec(run_id: str, placement: Placement, index: int) -> RunSpec:
     """A browser run: fill in and submit the web application's form for one account."""
     from baton.agents.browser_agent import default_answers
 
@@ -69,7 +69,7 @@ def plan_runs(count: int, placements: Sequence[Placement], *, prefix: str, brows
     specs: list[RunSpec] = []
     for index in range(count):
         if pools and index % 3 == 2:
-            specs.append(_browser_spec(f"{prefix}-{index + 1:02d}", pools[(index // 3) % len(pools)], index))
+            specs.append(browser_spec(f"{prefix}-{index + 1:02d}", pools[(index // 3) % len(pools)], index))
             continue
         deploy = index % 2 == 1 and bool(mutating)
         pool = mutating if deploy else list(placements)

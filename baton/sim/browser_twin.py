@@ -63,10 +63,10 @@ def forms_of(page: str) -> dict[str, _Form]:
 class TwinSession:
     """One run's cookie jar on the web application at `base_url`, driven through its pages."""
 
-    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None, *, timeout_s: float = 15.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, transport=transport, follow_redirects=True,
-                                  timeout=15.0)
+                                  timeout=timeout_s)
 
     def _landed(self, response: httpx.Response) -> str:
         return response.url.path + (f"?{response.url.query.decode()}" if response.url.query else "")
@@ -134,9 +134,11 @@ class TwinSession:
 class TwinPool:
     """The `browser` tool of a simulated worker: one TwinSession (one cookie jar) per run."""
 
-    def __init__(self, base_url: str | Callable[[], str], transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str | Callable[[], str], transport: httpx.BaseTransport | None = None, *,
+                 timeout_s: float = 15.0) -> None:
         self._base_url = base_url
         self._transport = transport
+        self._timeout_s = timeout_s
         self._sessions: dict[str, TwinSession] = {}
         self.launches = 0
 
@@ -152,7 +154,7 @@ class TwinPool:
         """The session held for `run_id`, or a fresh jar with no cookies at all."""
         held = self._sessions.get(run_id)
         if held is None:
-            held = self._sessions[run_id] = TwinSession(self.base_url, self._transport)
+            held = self._sessions[run_id] = TwinSession(self.base_url, self._transport, timeout_s=self._timeout_s)
         return held
 
     def discard(self, run_id: str) -> None:

@@ -2,7 +2,8 @@
 
 Nothing here calls Baton's predicates. The oracles read:
 
-* the targets' own record files (`deployments.jsonl`, `publications.jsonl`);
+* the targets' own record files (`deployments.jsonl`, `publications.jsonl`, the web application's
+  `submissions.jsonl`; its drafts and sessions in `baton.sim.oracles_browser`);
 * the network's log of every message and delivery (`baton.sim.network`);
 * the lease row of every run as the simulation saw it after each write
   (`SimRecords.lease_history`, read with plain SQL);
@@ -28,15 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baton.sim import oracles_browser
 from baton.sim.network import Message
 from baton.sim.oracles_coding import CODING_ORACLES
 from baton.sim.scheduler import START
 from baton.sim.world import ENDED, SimRecords
 
-EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl"}
-MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications"}
-EFFECT_FILES["git"], MUTATION_PATHS["git"] = "pushes.jsonl", "/pushes"  # coding runs (baton.sim.oracles_coding)
-RUN_TARGETS = {"deploy": "deploy", "coding": "git"}
+EFFECT_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl", "webapp": "submissions.jsonl",
+                "git": "pushes.jsonl"}
+"""Each target's own record of its side effects (git: coding runs, see baton.sim.oracles_coding)."""
+MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications", "webapp": "/submissions", "git": "/pushes"}
+RUN_TARGETS = {"deploy": "deploy", "coding": "git", "browser": "webapp"}
 """Where a verified run of a kind has its one side effect (any other kind: the corpus)."""
 _BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
 _LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
@@ -229,6 +232,8 @@ def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
     for name in ("report", "text", "content", "patch"):  # a publication (a push) carries the candidate's bytes itself
         if isinstance(fields.get(name), str):
             found.add("sha256:" + hashlib.sha256(fields[name].encode()).hexdigest())
+    if isinstance(fields.get("submission_hash"), str):  # a submission names its draft snapshot's hash
+        found.add(fields["submission_hash"])
     return found
 
 
@@ -238,9 +243,9 @@ def _candidates_for(blobs: dict[str, Any], effect: dict[str, Any]) -> set[str]:
 def authority_within_bounds(records: SimRecords) -> list[str]:
     """Capabilities seen on the wire never exceed the run's authority or the sender's ceiling, and no
     credential the network carried is stored in a checkpoint or a blob."""
-    from baton.sim.world import PLACEMENTS
+    from baton.placements import DEFAULT_PLACEMENTS
 
-    ceilings = {p.name: p.authority_ceiling.value for p in PLACEMENTS}
+    ceilings = {p.name: p.authority_ceiling.value for p in DEFAULT_PLACEMENTS}
     found = []
     tokens = {m.capability for m in records.network.messages if m.capability}
     for message in records.network.messages:
@@ -507,6 +512,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("10 every run ends", every_run_ends),
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
     *CODING_ORACLES,
+    *oracles_browser.ORACLES,
 )
 
 

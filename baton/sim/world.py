@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from baton import clock as clocks
 from baton.ablation import ablation_env
 from baton.authority import AuthorityService
@@ -45,7 +47,7 @@ from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
-from baton.sim import catalog_faults
+from baton.sim import browser_world, catalog_faults
 from baton.sim.coding_twin import CodingTwin
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.memory_store import MemoryStore
@@ -58,6 +60,7 @@ from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
 from baton.targets.http_server import Ambiguity
 from baton.targets.mutation_log import MutationLog
+from baton.targets.webapp_state import Drafts, Sessions
 
 ENDED = ("verified", "failed", "escalated")
 LEASE_EXPIRED = "lease_expired"
@@ -66,23 +69,32 @@ _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
 
 
-TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app}
+TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app,
+                                                 "webapp": browser_world.webapp_app}
 """The targets every world hosts: name -> the live service's `create_app(data_dir)` (its records under root/name)."""
 TARGET_APPS["git"] = git_remote_service.create_app  # coding runs (baton.sim.coding_twin)
 
 _APP_CACHE: dict[tuple[str, Path], tuple[Any, list[Any]]] = {}
 """(target, data dir) -> the app built once in this process and its stateful parts (reset per world)."""
-_STATEFUL = (MutationLog, DocumentStore, Ambiguity)
+_STATEFUL = (MutationLog, DocumentStore, Ambiguity, Sessions, Drafts)
 
 
 def _stateful_parts(app: Any) -> list[Any]:
     """The record-keeping objects a target app's routes close over (its log, its documents, its ambiguity)."""
     found: dict[int, Any] = {}
-    for route in getattr(app, "routes", ()):
-        for cell in getattr(getattr(route, "endpoint", None), "__closure__", None) or ():
+    functions = [getattr(route, "endpoint", None) for route in getattr(app, "routes", ())]
+    seen: set[int] = set()
+    while functions:  # the routes' closures, and the closures of the helpers they call (the webapp's session_of)
+        function = functions.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        for cell in getattr(function, "__closure__", None) or ():
             with contextlib.suppress(ValueError):
                 if isinstance(cell.cell_contents, _STATEFUL):
                     found.setdefault(id(cell.cell_contents), cell.cell_contents)
+                elif getattr(cell.cell_contents, "__closure__", None):
+                    functions.append(cell.cell_contents)
     return list(found.values())
 
 
@@ -92,6 +104,10 @@ def _reset(part: Any) -> None:
         os.close(part._dir_lock)  # released, so the constructor can lock the directory again
         part.__init__(part.directory, part.effects_path.name)  # type: ignore[misc]
     elif isinstance(part, DocumentStore):
+        part.__init__(part.path.parent)  # type: ignore[misc]
+    elif isinstance(part, Sessions):
+        part.__init__(part.path.parent, part.ttl_s)  # type: ignore[misc]
+    elif isinstance(part, Drafts):
         part.__init__(part.path.parent)  # type: ignore[misc]
     else:
         part.__init__(part.rate, 0, part.delay_s)  # type: ignore[misc]
@@ -200,11 +216,13 @@ class World:
         self.store.hooks = self  # after migrating: the world watches its own transactions from here on
         self.blobs = SqlBlobStore(self.store)
         self.network = Network(self.sched, self.plan, self._lease_epoch)
+        self.placements = browser_world.world_placements(config.kinds, PLACEMENTS)
         for name, factory in TARGET_APPS.items():
             self.network.add_target(name, _target_app(name, factory, root))
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
         self.coding = CodingTwin(root, self.network, config.target_timeout_s) if RunKind.CODING in config.kinds \
             else None
+        browser_world.prepare(root, self.authority)
         self.writes = 0
         self.workers_started = 0
         self.fired: list[Fault] = []
@@ -292,6 +310,8 @@ class World:
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
                                                  portable_to_providers=catalog_faults.PROVIDERS)
+            if kind is RunKind.BROWSER:
+                placement, task_input, authority = browser_world.browser_launch(self.root, run_id, index)
             if kind is RunKind.CODING and self.coding is not None:
                 spec = self.coding.spec(run_id, placement, constraints)
             else:
@@ -319,8 +339,10 @@ class World:
                 CorpusClient("http://corpus.sim", timeout_s=timeout, transport=self.network.transport("corpus", process)))
 
     def fenced(self, process: Process) -> tuple[Any, ...]:
-        """Every target `process` fences on a move: deploy and corpus, and the git remote in worlds with coding runs."""
-        return (*self.clients(process), *(() if self.coding is None else (self.coding.client(process),)))
+        """Every target `process` fences on a move: deploy and corpus, the git remote in worlds with coding runs and
+        the web application in worlds with browser runs."""
+        return (*self.clients(process), *(() if self.coding is None else (self.coding.client(process),)),
+                *browser_world.fence_clients(self, process))
 
     def supervise(self, placement: Placement) -> None:
         """Keep one worker process of `placement` alive (restart it after a crash)."""
@@ -344,11 +366,13 @@ class World:
 
     def work(self, placement: Placement, process: Process, worker_id: str) -> None:
         """A worker process: poll for runs reserved for its placement, adopt, execute (as `Worker` does)."""
-        deploy, corpus, *agent_targets = self.fenced(process)
-        targets = {target.name: target for target in (deploy, corpus, *agent_targets)}
+        deploy, corpus = self.clients(process)
+        coding_targets = () if self.coding is None else (self.coding.client(process),)
+        targets = {target.name: target for target in (deploy, corpus, *coding_targets)}
         tools: dict[str, Any] = {"corpus": corpus, "deploy": deploy}
         if self.coding is not None:
-            tools.update(self.coding.tools(agent_targets[0]))
+            tools.update(self.coding.tools(coding_targets[0]))
+        browsing = browser_world.lend(self, process, targets, tools)  # the app, `webapp` and `browser` for browser runs
         owner = worker_owner(worker_id)
         if self.catalog_touched:  # as the live worker: its placement from the store's catalog when it starts
             placement = next(p for p in self.placements_now() if p.name == placement.name)
@@ -359,7 +383,7 @@ class World:
             tools=read_only_tools(tools),
         )
         executor = RunExecutor(services, placement, owner, agent_for=agent_for, lease_ttl_s=self.config.lease_ttl_s,
-                               fence_targets=(deploy, corpus, *agent_targets), handoff_wait_s=30.0)
+                               fence_targets=(deploy, corpus, *coding_targets, *browsing), handoff_wait_s=30.0)
         reserved = reserved_owner(placement)
         while not self.settled():
             try:
@@ -380,15 +404,15 @@ class World:
     def coordinate(self) -> None:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
         coordinator_process = self.sched.process("coordinator")
-        deploy, corpus, *agent_targets = self.fenced(coordinator_process)
-        coordinator = build_coordinator(self.store, self.blobs, PLACEMENTS, (deploy, corpus, *agent_targets),
-                                        self._dispatch())
+        fences = self.fenced(coordinator_process)
+        corpus = fences[1]
+        coordinator = build_coordinator(self.store, self.blobs, self.placements, fences, self._dispatch())
         tried: dict[str, float] = {}
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
             for doc in self._take(self.doc_queue):
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(httpx.HTTPError):  # the corpus may be unreachable: the change is lost
                     corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
             now = self.store.db_now()
             for run_id in self.run_ids:
@@ -410,22 +434,22 @@ class World:
 
     def placements_now(self) -> tuple[Placement, ...]:
         """The world's placements as the store's catalog has them now (PLACEMENTS until a catalog fault)."""
-        return catalog_faults.current_catalog(self.store, [p.name for p in PLACEMENTS]) if self.catalog_touched \
-            else PLACEMENTS
+        return catalog_faults.current_catalog(self.store, [p.name for p in self.placements]) if self.catalog_touched \
+            else self.placements
 
     def _catalog_target(self) -> str:
         """The placement a catalog fault changes: the one the first active run is not on."""
         for run_id in self.run_ids:
             run = self.store.get_run(run_id)
             if run.status == "active" and run.placement is not None:
-                return next(p.name for p in PLACEMENTS if p.name != run.placement)
-        return PLACEMENTS[-1].name
+                return next(p.name for p in self.placements if p.name != run.placement)
+        return self.placements[-1].name
 
     def _operate(self, fault: Fault) -> None:
         """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
         what changed."""
         target = self._catalog_change(fault)
-        self._catalog_handoff(build_coordinator(self.store, self.blobs, PLACEMENTS,
+        self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements,
                                                 self.fenced(self.sched.process("operator")), self._dispatch()), target)
 
     def _catalog_change(self, fault: Fault) -> str:
@@ -434,7 +458,7 @@ class World:
         self.catalog_touched = True
         try:
             note = catalog_faults.apply_catalog_change(self.store, self.root, fault.arg, target, at,
-                                                       [p.name for p in PLACEMENTS])
+                                                       [p.name for p in self.placements])
             self.sched.record(f"catalog {fault.arg}: {note}")
         except Exception as exc:  # noqa: BLE001 - a refused change (it would change nothing) is the operator's
             self.sched.record(f"catalog {fault.arg} on {target} refused: {type(exc).__name__}")
@@ -461,7 +485,7 @@ class World:
             run = self.store.get_run(run_id)
             if run.status != "active" or run.placement is None:
                 continue
-            source = next((p for p in PLACEMENTS if p.name == run.placement), None)
+            source = next((p for p in self.placements if p.name == run.placement), None)
             if source is None:
                 continue
             owner = self.store.get_lease(run_id).owner or ""
@@ -471,8 +495,9 @@ class World:
                         self.sched.kill(process, f"chaos {reason.value}")
             self._handoff(coordinator, HandoffRequest(
                 run_id=run_id, reason=reason.handoff_reason,
-                preferred_targets=preferred_targets(reason, source, PLACEMENTS, "model-v8"),
-                excluded_placements=tuple(p for p in affected_placements(reason, source, PLACEMENTS) if p != source.name),
+                preferred_targets=preferred_targets(reason, source, self.placements, "model-v8"),
+                excluded_placements=tuple(p for p in affected_placements(reason, source, self.placements)
+                                          if p != source.name),
                 source_alive=owner.startswith("worker:") and not reason.kills_worker,
                 allow_same_placement=reason.targets_one_run,
             ))
@@ -489,7 +514,7 @@ class World:
 
     def drive(self) -> bool:
         supervisor = self.sched.process("supervisor")
-        for placement in PLACEMENTS:
+        for placement in self.placements:
             self.sched.spawn(f"supervisor {placement.name}", supervisor, lambda p=placement: self.supervise(p))
         self.sched.spawn("coordinator", self.sched.process("coordinator"), self.coordinate)
 
@@ -538,7 +563,8 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
         root = Path(tempfile.mkdtemp(prefix=f"baton-sim-{config.seed}-", dir=_SHM if _SHM.is_dir() else None))
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
-        with ablated, seeded_uuid4(config.seed), _quiet(), _billed(root / catalog_faults.BILL_FILE):
+        with ablated, seeded_uuid4(config.seed), browser_world.seeded_tokens(config.seed), _quiet(), \
+                _billed(root / catalog_faults.BILL_FILE):
             world = World(config, root)
             with clocks.use_clock(world.sched):
                 try:

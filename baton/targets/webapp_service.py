@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -418,8 +419,9 @@ class WebappClient(MutationClient):
 
     mutation_path = "/submissions"
 
-    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0) -> None:
-        super().__init__(base_url, name=name, timeout_s=timeout_s)
+    def __init__(self, base_url: str, *, name: str = SERVICE_NAME, timeout_s: float = 2.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, name=name, timeout_s=timeout_s, transport=transport)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         return SubmissionBody.model_validate(super()._body(payload)).model_dump()

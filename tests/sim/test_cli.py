@@ -41,5 +41,5 @@ def test_bad_input_is_refused_with_a_reason() -> None:
     assert lonely.exit_code == 2 and "--seed" in lonely.output
     broken = runner.invoke(app, ["sim", "--seed", "1", "--plan", "{not json"])
     assert broken.exit_code == 2 and "not a fault schedule" in broken.output
-    kinds = runner.invoke(app, ["sim", "--seed", "1", "--runs", "browser"])
+    kinds = runner.invoke(app, ["sim", "--seed", "1", "--runs", "nonsense"])
     assert kinds.exit_code != 0

@@ -67,12 +67,19 @@ class FleetArgs:
     chaos_window_s: float = 240.0
     extra_chaos_events: int = 8
     timeout_s: float = 900.0
+    browser: bool = False
+    """Every third run a browser run (needs the system's Chromium, `baton.chromium.CHROMIUM_PATH`)."""
 
     def argv(self, baton: str, home: Path) -> list[str]:
         return [baton, "fleet", "--chaos", "--runs", str(self.runs), "--workers", str(self.workers),
                 "--seed", str(self.seed), "--home", str(home), "--timeout", str(self.timeout_s),
                 "--coordinator", self.coordinator, "--launch-interval", str(self.launch_interval_s),
-                "--chaos-window", str(self.chaos_window_s), "--extra-chaos", str(self.extra_chaos_events)]
+                "--chaos-window", str(self.chaos_window_s), "--extra-chaos", str(self.extra_chaos_events),
+                *(["--browser"] if self.browser else [])]
+
+    def kinds(self) -> str:
+        """The agent kinds the fleet launches, for the banner."""
+        return "deploy, research, coding" + (", browser" if self.browser else "")
 
 
 @dataclass(frozen=True)
@@ -224,8 +231,9 @@ def where_to_look(config: PlatformConfig, ready: dict[str, float]) -> list[str]:
     if config.dashboard:
         lines.append(f"  Dashboard       http://127.0.0.1:{config.dashboard_port}")
     if config.fleet is not None:
-        lines.append(f"  Fleet           {config.fleet.runs} runs over ~{config.fleet.runs * config.fleet.launch_interval_s:.0f}s, "
-                     f"chaos on, coordinator {config.fleet.coordinator}; logs in {config.dagster_home / 'logs'}")
+        lines.append(f"  Fleet           {config.fleet.runs} runs ({config.fleet.kinds()}) over "
+                     f"~{config.fleet.runs * config.fleet.launch_interval_s:.0f}s, chaos on, coordinator "
+                     f"{config.fleet.coordinator}; logs in {config.dagster_home / 'logs'}")
     lines += [f"  Baton store     {config.database_url or config.baton_home / 'baton.db'}",
               f"  Inspect a run   BATON_HOME={config.baton_home} baton inspect RUN_ID",
               "Ctrl-C stops every process started here."]

@@ -21,11 +21,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from baton import chromium
+
 if TYPE_CHECKING:  # Playwright is imported only when a browser is needed (it is an optional dependency)
     from playwright.sync_api import Browser, BrowserContext, Page, Playwright
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking")
 _DRAFT_URL = re.compile(r"/drafts/([A-Za-z0-9_-]+)/page/1$")
 
 
@@ -47,8 +47,9 @@ def refusal_error(step: str, status: int, text: str) -> BrowserStepError:
 
 
 def launch_chromium(playwright: Playwright) -> Browser:
-    """The system's Chromium, headless, with the flags this project uses everywhere."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
+    """The system's Chromium, headless, with the flags this project uses everywhere (`baton.chromium`)."""
+    browser: Browser = chromium.launch(playwright)
+    return browser
 
 
 class BrowserSession:

@@ -8,7 +8,11 @@ from pathlib import Path
 import typer
 
 from baton.ablation import exit_if_ablated
+from baton.chromium import CHROMIUM_PATH
+from baton.models import RunKind
+from baton.placements import DEFAULT_PLACEMENTS
 from baton.platform_up import FleetArgs, default_config, free_port, port_free, run_platform
+from baton.runtime.fleet_plan import workers_for_kind
 
 
 def _port(requested: int, what: str) -> int:
@@ -39,11 +43,24 @@ def register(app: typer.Typer) -> None:
         launch_interval: float = typer.Option(6.0, "--launch-interval", min=0.1, help="Seconds between run launches."),
         chaos_window: float = typer.Option(240.0, "--chaos-window", min=1.0, help="Seconds over which chaos fires."),
         ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds to wait for the services."),
+        browser: bool | None = typer.Option(
+            None, "--browser/--no-browser",
+            help=f"Every third fleet run a browser run (default: on when {CHROMIUM_PATH} is installed)."),
     ) -> None:
         """Start the platform, print its URLs and what to look at; Ctrl-C stops every process it started."""
         exit_if_ablated("baton platform")
         if coordinator not in ("dagster", "local"):
             raise typer.BadParameter("--coordinator is dagster or local")
+        pool_workers = workers_for_kind(DEFAULT_PLACEMENTS, RunKind.BROWSER) or workers + 1
+        if browser is None:
+            browser = fleet and CHROMIUM_PATH.exists() and workers >= pool_workers
+            if fleet and not browser:
+                typer.echo("no browser runs in the fleet: " + (f"{CHROMIUM_PATH} is missing (apt-get install chromium)"
+                           if not CHROMIUM_PATH.exists() else f"fewer than {pool_workers} workers, none on a browser pool"))
+        elif browser and not CHROMIUM_PATH.exists():
+            raise typer.BadParameter(f"--browser needs {CHROMIUM_PATH} (apt-get install chromium)")
+        elif browser and workers < pool_workers:
+            raise typer.BadParameter(f"--browser needs --workers {pool_workers} or more (a worker on a browser pool)")
         config = default_config()
         config = dataclasses.replace(
             config,
@@ -53,7 +70,8 @@ def register(app: typer.Typer) -> None:
             dashboard_port=_port(dashboard_port, "dashboard") if dashboard else dashboard_port,
             dashboard=dashboard,
             fleet=FleetArgs(runs=runs, workers=workers, seed=seed, coordinator=coordinator,
-                            launch_interval_s=launch_interval, chaos_window_s=chaos_window) if fleet else None,
+                            launch_interval_s=launch_interval, chaos_window_s=chaos_window, browser=browser)
+            if fleet else None,
             ready_timeout_s=ready_timeout,
         )
         raise typer.Exit(code=run_platform(config, lambda line: typer.echo(line)))

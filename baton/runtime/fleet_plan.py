@@ -42,6 +42,15 @@ def worker_placements(catalog: Sequence[Placement], workers: int) -> list[str]:
     return [order[index % len(order)] for index in range(workers)]
 
 
+def workers_for_kind(catalog: Sequence[Placement], kind: RunKind) -> int | None:
+    """How many workers a fleet needs before one sits on a placement that hosts `kind` (None: no placement does)."""
+    by_name = {placement.name: placement for placement in catalog}
+    for count in range(1, len(by_name) + 1):
+        if any(hosts_kind(by_name[name], kind) for name in worker_placements(catalog, count)):
+            return count
+    return None
+
+
 def _release_for(placement: Placement) -> str:
     for name in (OLDER_RELEASE, BETTER_RELEASE):
         if RELEASES[name].release_id in placement.supported_release_ids:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def test_fault_matrix_page_reads_a_real_faults_run(baton_home: Path, tmp_path: P
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "matrix.json"
     root = DASHBOARD.parent
-    done = subprocess.run([str(root / ".venv" / "bin" / "baton"), "faults", "--json", "--case", "killed-after-seal",
+    done = subprocess.run([str(Path(sys.executable).parent / "baton"), "faults", "--json", "--case", "killed-after-seal",
                            "--strategy", "baton", "--strategy", "naive"], capture_output=True, text=True, cwd=root,
                           timeout=900, check=False)
     assert done.returncode in (0, 2), done.stderr[-2000:]

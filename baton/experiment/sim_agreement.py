@@ -10,7 +10,8 @@ own oracles (never from what the run says of itself):
   sim invariant I2);
 * `violated`: any oracle said yes (the live matrix's questions, the sim's invariants).
 
-Usage: `python -m baton.experiment.sim_agreement [CASE,...] [--json PATH] [--ablations]`.
+Usage: `python -m baton.experiment.sim_agreement [CASE,...] [--json PATH] [--ablations]`
+or `baton sim --agree CASE[,CASE]` (exit 1 when some case disagrees).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from rich.progress import Progress
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json is not None:
         args.json.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1), "rows": rows},
                                         indent=1, sort_keys=True) + "\n")
+    return rows
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from baton.cli import app
 from baton.experiment.sim_agreement import compare, sim_verdict
 from baton.models import RunKind
 from baton.sim.faults import FaultPlan
@@ -39,11 +41,17 @@ def test_a_plan_whose_fault_never_fires_is_refused() -> None:
         sim_verdict(late)
 
 
-@pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema"])
-def test_live_and_sim_agree_on_the_case(case_id: str, tmp_path: Path) -> None:
-    row = compare(case_id, tmp_path)
-    assert row["live"]["status"] == "verified"
+def test_live_and_sim_agree_after_an_unanswered_deployment(tmp_path: Path) -> None:
+    row = compare("killed-awaiting-reply", tmp_path)
+    assert row["live"]["status"] == "verified" and row["live"]["effects"] == {"deploy": 1}
     assert row["agree"], row
+
+
+def test_baton_sim_agree_runs_the_case_live_and_simulated() -> None:
+    result = CliRunner().invoke(app, ["sim", "--agree", "placement-lost-schema"])
+    assert result.exit_code == 0, result.output
+    assert "| `placement-lost-schema` | - | verified; deploy=1; stale=no; violations=no | verified; deploy=1" \
+        in result.output
 
 
 @pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema", "corpus-changed-while-paused"])

@@ -36,7 +36,8 @@ def test_the_pinned_write_counts_are_where_the_boundaries_are_sealed() -> None:
 
 def test_a_plan_whose_fault_never_fires_is_refused() -> None:
     named = PLANS["killed-after-seal"]
-    late = type(named)(named.case_id, named.kinds, FaultPlan.from_json('[{"kind": "crash", "at": 900, "arg": "after"}]'))
+    never = FaultPlan.from_json('[{"kind": "crash", "at": 900, "arg": "after"}]')
+    late = type(named)(named.case_id, named.kinds, never)
     with pytest.raises(RuntimeError, match="never fired"):
         sim_verdict(late)
 

@@ -4,6 +4,7 @@
     baton sim --seed 42                         replay one seed (prints its trail hash)
     baton sim --seed 42 --plan '[...]'          replay a seed with a given (e.g. shrunk) schedule
     baton sim --seeds 300 --ablate idempotency  with one protection removed: find, shrink and replay a failure
+    baton sim --agree killed-after-seal         a sec.-27 case live and as its named plan: same verdict?
 
 Exit codes: 0 no violation; 1 some seed violated an invariant (without --ablate),
 or, with --ablate, no seed caught the ablation; 2 bad input.
@@ -99,6 +100,8 @@ def sim(
                               "1 s of CPU each; browser runs drive an HTTP-level browser twin against the web application)"),
     jobs: int = typer.Option(1, "--jobs", min=1, help="processes to spread seeds over"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+    agree: str | None = typer.Option(None, "--agree", help="CASE[,CASE]: run these sec.-27 cases live and as their "
+                                     "named sim plans (baton.sim.sec27_plans) and compare the verdicts"),
 ) -> None:
     """Run the unchanged protocol in simulated worlds and check DESIGN.md's invariants after each."""
     console = Console(stderr=as_json)
@@ -107,6 +110,10 @@ def sim(
     except UnknownAblation as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
+    if agree is not None:
+        from baton.experiment.sim_agreement import main as agreement
+
+        raise typer.Exit(0 if all(row["agree"] for row in agreement([agree])) else 1)
     run_kinds = _kinds(kinds)
     schedule = None
     if plan is not None:

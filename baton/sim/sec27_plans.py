@@ -1,0 +1,101 @@
+"""Named fault plans: the cases of sec. 27 that the live matrix runs (`baton.faults.cases`), as pinned sim schedules.
+
+Each plan replays one live case's fault at the same point of the run, in the simulation's
+vocabulary (`baton.sim.faults`). Write counts come from `baton.sim.seal_writes` on a fault-free
+world of the same seed: on seed 0 a deploy run seals VERIFIED at write 10, claims its deployment
+at write 14 and records the target's answer at write 15; a research run seals VERIFIED at write 12;
+a coding run records the push's answer at write 43; a browser run records the submission's at 19.
+Message 3 of a deploy world is its one `POST /deployments`. Every plan's faults fire (tests/sim/
+test_sec27_plans.py checks it). `ablation` names the switch the live matrix says this case catches
+(docs/fault-matrix.md, "## Ablations"); `baton.experiment.sim_agreement` asks the sim the same.
+
+Live cases with no faithful plan here, and why:
+
+* `target-dies-after-commit`: the deploy service dies and stays down; the sim's network loses a
+  message (`drop_response`) but every target stays up, so the run reconciles and ends verified.
+* `manifest-corrupted`: a byte of a stored manifest flips on disk; the sim has no storage-corruption fault.
+* `secret-in-tool-result`: a credential planted in a cited document; the sim's corpus has no such document.
+* `coding-remote-moved-after-verify`, `browser-draft-changed-during-move`: an upstream commit to the git
+  remote, a person editing the server-side draft; the git and web twins take no such outside change.
+* `non-exportable-state-moved`, `attestation-required-moved`, `data-scope-required-moved`, `unsafe-state-moved`,
+  `region-change-forbidden-moved`, `provider-change-forbidden-moved`, `behavioral-move-unapproved`,
+  `ceiling-lowered-downgrade-allowed`, `schema-transform-moved`, `schema-transform-forbidden-moved`: owner
+  constraints, handoff policies, an older exported checkpoint or a move to a named placement; the sim's
+  world launches its runs under one fleet policy with no constraints, and a catalog change moves runs
+  onto the changed placement only.
+* `approval-expired-in-hand`, `capability-expired-in-hand`, `replanned-after-verify`: a hold at a named
+  fault point until an expiry, a second writer at the same epoch; not in the sim's vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from baton.models import RunKind
+from baton.sim.faults import Fault, FaultPlan
+
+DEPLOY = (RunKind.DEPLOY,)
+DEPLOY_VERIFIED = 10
+"""The write that seals VERIFIED in seed 0's deploy world."""
+DEPLOY_CLAIM = 14
+DEPLOY_ANSWER = 15
+DEPLOY_POST = 3
+RESEARCH_VERIFIED = 12
+CODING_ANSWER = 43
+BROWSER_ANSWER = 19
+LONG_STALL = "12.0"
+"""Longer than the sim's lease: the run is moved while the worker is frozen."""
+
+
+@dataclass(frozen=True)
+class Sec27Plan:
+    """One live case's fault, as a pinned schedule of the simulation."""
+
+    case_id: str
+    kinds: tuple[RunKind, ...]
+    plan: FaultPlan
+    ablation: str | None = None
+    seed: int = 0
+
+
+
+def _plans() -> tuple[Sec27Plan, ...]:
+    verified_crash = Fault("crash", DEPLOY_VERIFIED, "after")
+    catalog = {
+        "placement-left-region": ("placement_left_region", "gate:region_not_allowed"),
+        "placement-changed-provider": ("provider_changed", "gate:provider_not_allowed"),
+        "release-withdrawn": ("release_withdrawn", "gate:release_incompatible"),
+        "placement-lost-schema": ("schema_lost", "schema-gate"),
+        "placement-lost-verifier": ("verifier_lost", "verifier-gate"),
+        "placement-lost-tools": ("tools_lost", None),
+        "placement-ceiling-lowered": ("ceiling_lowered", "authority-downgrade"),
+    }
+    return (
+        Sec27Plan("killed-after-seal", DEPLOY, FaultPlan((verified_crash,)), "budget-carry-over"),
+        Sec27Plan("killed-awaiting-reply", DEPLOY, FaultPlan((Fault("drop_response", DEPLOY_POST),
+                                                              Fault("crash", DEPLOY_ANSWER, "before"))),
+                  "reconcile-before-retry"),
+        Sec27Plan("stale-worker-wakes", DEPLOY, FaultPlan((Fault("handoff", DEPLOY_CLAIM - 1, "better_model_released"),
+                                                           Fault("stall", DEPLOY_CLAIM, LONG_STALL))), "target-fence"),
+        Sec27Plan("stale-capability-after-move", DEPLOY, FaultPlan((Fault("stall", DEPLOY_CLAIM, LONG_STALL),)),
+                  "gateway-epoch"),
+        Sec27Plan("stale-claim-after-move", DEPLOY, FaultPlan((Fault("stall", DEPLOY_CLAIM - 1, LONG_STALL),)),
+                  "lease-cas"),
+        Sec27Plan("behavioral-move", DEPLOY, FaultPlan((Fault("handoff", DEPLOY_VERIFIED, "better_model_released"),
+                                                        verified_crash)), "gate:behavioral_migration_approved"),
+        *(Sec27Plan(case_id, DEPLOY, FaultPlan((Fault("catalog_change", DEPLOY_VERIFIED, change), verified_crash)),
+                    ablation) for case_id, (change, ablation) in catalog.items()),
+        Sec27Plan("corpus-changed", (RunKind.RESEARCH,),
+                  FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
+                             Fault("crash", RESEARCH_VERIFIED, "after"))), "resume-environment-check"),
+        Sec27Plan("corpus-changed-while-paused", (RunKind.RESEARCH,),
+                  FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
+                             Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "freshness"),
+        Sec27Plan("coding-killed-after-push", (RunKind.CODING,),
+                  FaultPlan((Fault("crash", CODING_ANSWER, "before"),)), "reconcile-before-retry"),
+        Sec27Plan("browser-killed-awaiting-reply", (RunKind.BROWSER,),
+                  FaultPlan((Fault("crash", BROWSER_ANSWER, "before"),)), "reconcile-before-retry"),
+    )
+
+
+PLANS: dict[str, Sec27Plan] = {plan.case_id: plan for plan in _plans()}

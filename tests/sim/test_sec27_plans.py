@@ -1,0 +1,64 @@
+"""The named sec.-27 plans: each fires its faults and Baton ends clean; live and sim agree on a few cases;
+an ablation flips the sim's verdict, so the comparison can fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from baton.cli import app
+from baton.experiment.sim_agreement import compare, sim_verdict
+from baton.models import RunKind
+from baton.sim.faults import FaultPlan
+from baton.sim.runner import config_for
+from baton.sim.seal_writes import seal_writes
+from baton.sim.sec27_plans import DEPLOY_VERIFIED, PLANS, RESEARCH_VERIFIED
+from baton.sim.world import run_world
+
+
+@pytest.mark.parametrize("case_id", sorted(PLANS))
+def test_each_named_plan_fires_every_fault_and_baton_ends_clean(case_id: str) -> None:
+    named = PLANS[case_id]
+    outcome = run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds))
+    assert sorted(outcome.fired) == sorted(named.plan.faults)
+    assert outcome.violations == [] and outcome.errors == []
+    assert set(outcome.statuses.values()) <= {"verified", "failed", "escalated"}
+
+
+def test_the_pinned_write_counts_are_where_the_boundaries_are_sealed() -> None:
+    deploy = {boundary: count for count, _, boundary in reversed(seal_writes(0, (RunKind.DEPLOY,)))}
+    research = {boundary: count for count, _, boundary in reversed(seal_writes(0, (RunKind.RESEARCH,)))}
+    assert deploy["VERIFIED"] == DEPLOY_VERIFIED
+    assert research["VERIFIED"] == RESEARCH_VERIFIED
+
+
+def test_a_plan_whose_fault_never_fires_is_refused() -> None:
+    named = PLANS["killed-after-seal"]
+    never = FaultPlan.from_json('[{"kind": "crash", "at": 900, "arg": "after"}]')
+    late = type(named)(named.case_id, named.kinds, never)
+    with pytest.raises(RuntimeError, match="never fired"):
+        sim_verdict(late)
+
+
+def test_live_and_sim_agree_after_an_unanswered_deployment(tmp_path: Path) -> None:
+    row = compare("killed-awaiting-reply", tmp_path)
+    assert row["live"]["status"] == "verified" and row["live"]["effects"] == {"deploy": 1}
+    assert row["agree"], row
+
+
+def test_baton_sim_agree_runs_the_case_live_and_simulated() -> None:
+    result = CliRunner().invoke(app, ["sim", "--agree", "placement-lost-schema"])
+    assert result.exit_code == 0, result.output
+    assert "| `placement-lost-schema` | - | verified; deploy=1; stale=no; violations=no | verified; deploy=1" \
+        in result.output
+
+
+@pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema", "corpus-changed-while-paused"])
+def test_the_named_ablation_flips_the_sim_verdict(case_id: str) -> None:
+    named = PLANS[case_id]
+    protected, ablated = sim_verdict(named), sim_verdict(named, named.ablation)
+    assert not protected.violated
+    assert ablated.violated
+    assert not all(protected.same(ablated).values())

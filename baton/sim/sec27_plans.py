@@ -58,7 +58,6 @@ class Sec27Plan:
     seed: int = 0
 
 
-
 def _plans() -> tuple[Sec27Plan, ...]:
     verified_crash = Fault("crash", DEPLOY_VERIFIED, "after")
     catalog = {

@@ -111,7 +111,7 @@ def sim(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
     if agree is not None:
-        from baton.experiment.sim_agreement import main as agreement
+        from baton.sim_agreement import main as agreement
 
         raise typer.Exit(0 if all(row["agree"] for row in agreement([agree])) else 1)
     run_kinds = _kinds(kinds)

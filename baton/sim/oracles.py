@@ -306,7 +306,7 @@ def _budget_used(body: Any, blobs: dict[str, Any]) -> dict[str, float] | None:
         doc = json.loads(body) if isinstance(body, str) else body
     except ValueError:
         return None
-    ref = _find_key(doc, "budget_ref") or _find_key(doc, "budget")
+    ref = _find_key(doc, "budget_ledger_ref")  # a delta row names it only where the ledger changed
     ledger = blobs.get(ref) if isinstance(ref, str) else ref if isinstance(ref, dict) else None
     if not isinstance(ledger, dict) or not isinstance(ledger.get("used"), dict):
         return None

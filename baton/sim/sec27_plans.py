@@ -7,7 +7,7 @@ at write 14 and records the target's answer at write 15; a research run seals VE
 a coding run records the push's answer at write 43; a browser run records the submission's at 19.
 Message 3 of a deploy world is its one `POST /deployments`. Every plan's faults fire (tests/sim/
 test_sec27_plans.py checks it). `ablation` names the switch the live matrix says this case catches
-(docs/fault-matrix.md, "## Ablations"); `baton.experiment.sim_agreement` asks the sim the same.
+(docs/fault-matrix.md, "## Ablations"); `baton.sim_agreement` asks the sim the same.
 
 Live cases with no faithful plan here, and why:
 

@@ -28,6 +28,7 @@ ALLOWED_FILES = {
     "platform_procs.py": "supervising real platform processes",
     "fleet.py": "the live fleet's driver loop paces real worker processes",
     "agents/coding_workspace.py": "times a real pytest subprocess in a sandbox worktree (its duration is reported, not used)",
+    "sim_agreement.py": "reports how long each live and simulated side took in real seconds (never used)",
     "scripted_run.py": "the `make demo` sample run, stamped with the host time (not driven by the protocol)",
 }
 

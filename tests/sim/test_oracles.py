@@ -149,3 +149,27 @@ def test_i9_a_change_after_the_publication_is_no_violation() -> None:
         path.write_text(json.dumps(doc))
 
     assert not [v for v in _research(8, STALE_PLAN, ("freshness",), later) if v.startswith("I9:")]
+
+
+def _budget_ledgers_read(records: SimRecords) -> int:
+    from baton.sim.oracles import _blobs, _budget_used
+
+    blobs = _blobs(records)
+    return sum(_budget_used(body, blobs) is not None for (body,) in records.store.raw("SELECT body FROM checkpoints"))
+
+
+def test_i8_reads_the_ledgers_and_a_resumed_run_starting_afresh_is_caught() -> None:
+    from baton.sim.sec27_plans import PLANS
+
+    plan = PLANS["killed-after-seal"]  # dies after VERIFIED; a new owner resumes it
+    read: list[int] = []
+
+    def count(records: SimRecords) -> None:
+        read.append(_budget_ledgers_read(records))
+
+    protected = run_world(config_for(plan.seed, 0, plan=plan.plan, kinds=plan.kinds), before_check=count)
+    assert protected.violations == [] and read[0] >= 3  # the oracle reads ledgers: it is not vacuous
+    ablated = run_world(config_for(plan.seed, 0, plan=plan.plan, kinds=plan.kinds, ablate=("budget-carry-over",)))
+    assert any(v.startswith("I8:") and "model_calls used went from 1.0 to 0.0" in v for v in ablated.violations), \
+        ablated.violations
+

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from baton.cli import app
-from baton.experiment.sim_agreement import compare, sim_verdict
+from baton.sim_agreement import compare, sim_verdict
 from baton.models import RunKind
 from baton.sim.faults import FaultPlan
 from baton.sim.runner import config_for

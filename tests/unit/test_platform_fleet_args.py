@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ from baton.platform_up import FleetArgs
 from baton.runtime.fleet_plan import worker_placements, workers_for_kind
 
 
+def _flat(output: str) -> str:
+    """The CLI's error panel as one line (Rich wraps it to the terminal's width, inside box characters)."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", output).split())
+
+
 def test_the_fleet_command_line_asks_for_browser_runs_only_when_set(tmp_path: Path) -> None:
     plain, browsing = FleetArgs(), FleetArgs(browser=True)
     assert "--browser" not in plain.argv("baton", tmp_path)
@@ -24,11 +30,12 @@ def test_the_fleet_command_line_asks_for_browser_runs_only_when_set(tmp_path: Pa
 
 def test_browser_runs_without_chromium_are_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch,
                                                                           tmp_path: Path) -> None:
-    monkeypatch.setattr(platform_cmd, "CHROMIUM_PATH", tmp_path / "no-chromium")
+    monkeypatch.setattr(platform_cmd, "CHROMIUM_PATH", Path("/nonexistent/no-chromium"))  # short: no line wrap
     result = CliRunner().invoke(app, ["platform", "--browser", "--baton-home", str(tmp_path / "b"),
                                       "--dagster-home", str(tmp_path / "d")])
     assert result.exit_code == 2
-    assert "no-chromium" in result.output and "apt-get install chromium" in result.output
+    said = _flat(result.output)
+    assert "no-chromium" in said and "apt-get install chromium" in said
     assert not (tmp_path / "d").exists()  # nothing was started
 
 
@@ -50,5 +57,5 @@ def test_browser_runs_with_too_few_workers_are_refused(tmp_path: Path) -> None:
     assert needed is not None
     result = CliRunner().invoke(app, ["platform", "--browser", "--workers", str(needed - 1),
                                       "--dagster-home", str(tmp_path / "d")])
-    assert result.exit_code == 2 and f"--workers {needed} or more" in result.output
+    assert result.exit_code == 2 and f"--workers {needed} or more" in _flat(result.output)
     assert not (tmp_path / "d").exists()

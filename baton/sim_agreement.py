@@ -10,7 +10,7 @@ own oracles (never from what the run says of itself):
   sim invariant I2);
 * `violated`: any oracle said yes (the live matrix's questions, the sim's invariants).
 
-Usage: `python -m baton.experiment.sim_agreement [CASE,...] [--json PATH] [--ablations]`
+Usage: `python -m baton.sim_agreement [CASE,...] [--json PATH] [--ablations]`
 or `baton sim --agree CASE[,CASE]` (exit 1 when some case disagrees).
 """
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from baton import chromium
 
 if TYPE_CHECKING:  # Playwright is imported only when a browser is needed (it is an optional dependency)
-    from playwright.sync_api import Browser, BrowserContext, Page, Playwright
+    from playwright.sync_api import Browser, BrowserContext, Page
 
 _DRAFT_URL = re.compile(r"/drafts/([A-Za-z0-9_-]+)/page/1$")
 
@@ -45,11 +45,6 @@ def refusal_error(step: str, status: int, text: str) -> BrowserStepError:
     except ValueError:
         return BrowserStepError(step, status, "unexpected_page", text[:200])
 
-
-def launch_chromium(playwright: Playwright) -> Browser:
-    """The system's Chromium, headless, with the flags this project uses everywhere (`baton.chromium`)."""
-    browser: Browser = chromium.launch(playwright)
-    return browser
 
 
 class BrowserSession:
@@ -150,7 +145,7 @@ class BrowserPool:
                 from playwright.sync_api import sync_playwright
 
                 playwright = self._local.playwright = sync_playwright().start()
-            browser = self._local.browser = launch_chromium(playwright)
+            browser = self._local.browser = chromium.launch(playwright)
             self.launches += 1
         return browser
 

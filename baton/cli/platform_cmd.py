@@ -51,16 +51,17 @@ def register(app: typer.Typer) -> None:
         exit_if_ablated("baton platform")
         if coordinator not in ("dagster", "local"):
             raise typer.BadParameter("--coordinator is dagster or local")
-        pool_workers = workers_for_kind(DEFAULT_PLACEMENTS, RunKind.BROWSER) or workers + 1
+        pool_workers = workers_for_kind(DEFAULT_PLACEMENTS, RunKind.BROWSER)
+        missing = (f"{CHROMIUM_PATH} is missing (apt-get install chromium)" if not CHROMIUM_PATH.exists()
+                   else "no placement hosts browser runs" if pool_workers is None
+                   else f"it needs --workers {pool_workers} or more (a worker on a browser pool)"
+                   if workers < pool_workers else None)
         if browser is None:
-            browser = fleet and CHROMIUM_PATH.exists() and workers >= pool_workers
-            if fleet and not browser:
-                typer.echo("no browser runs in the fleet: " + (f"{CHROMIUM_PATH} is missing (apt-get install chromium)"
-                           if not CHROMIUM_PATH.exists() else f"fewer than {pool_workers} workers, none on a browser pool"))
-        elif browser and not CHROMIUM_PATH.exists():
-            raise typer.BadParameter(f"--browser needs {CHROMIUM_PATH} (apt-get install chromium)")
-        elif browser and workers < pool_workers:
-            raise typer.BadParameter(f"--browser needs --workers {pool_workers} or more (a worker on a browser pool)")
+            browser = fleet and missing is None
+            if fleet and missing is not None:
+                typer.echo(f"no browser runs in the fleet: {missing}")
+        elif browser and missing is not None:
+            raise typer.BadParameter(f"--browser: {missing}")
         config = default_config()
         config = dataclasses.replace(
             config,

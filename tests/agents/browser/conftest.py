@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from baton.agents.browser_session import launch_chromium
+from baton.chromium import launch as launch_chromium
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "baton.cli.sim_cmd",
     "baton.cli.recover_cmd",
     "baton.cli.experiment_cmd",
+    "baton.cli.experiment_check_cmd",
 )
 
 for _name in COMMAND_MODULES:

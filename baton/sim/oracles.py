@@ -51,7 +51,8 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _effects(records: SimRecords) -> dict[str, list[dict[str, Any]]]:
+def effects_by_target(records: SimRecords) -> dict[str, list[dict[str, Any]]]:
+    """Each target's side effects as its own record file holds them (one dict per line)."""
     return {target: _lines(records.root / target / name) for target, name in EFFECT_FILES.items()}
 
 
@@ -74,7 +75,7 @@ def _elapsed(text: str) -> float:
 def no_double_commit(records: SimRecords) -> list[str]:
     """No idempotency key has more than one side effect in any target's own records."""
     found = []
-    for target, effects in _effects(records).items():
+    for target, effects in effects_by_target(records).items():
         for key, count in Counter(e["idempotency_key"] for e in effects).items():
             if count > 1:
                 found.append(f"I1: {target} recorded {count} side effects for key {key}")
@@ -161,7 +162,7 @@ def unknown_reconciled_before_retry(records: SimRecords) -> list[str]:
                 found.append(f"I4: key {sent.key} sent again (message {later.seq}) without asking {sent.target} about "
                              f"{sent.operation_id} (message {sent.seq}, unanswered)")
             break
-    effects = _effects(records)
+    effects = effects_by_target(records)
     for run_id, status in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id"):
         if status != "verified":
             continue
@@ -200,7 +201,7 @@ def evidence_bound_to_artifact(records: SimRecords) -> list[str]:
               if isinstance(doc, dict) and {"candidate_hash", "verifier_version", "result"} <= set(doc)
               and str(doc["result"]).lower() in ("pass", "passed")}
     found = []
-    for target, effects in _effects(records).items():
+    for target, effects in effects_by_target(records).items():
         for effect in effects:
             candidates = _candidates_for(blobs, effect)
             if not candidates:
@@ -350,7 +351,7 @@ def no_stale_observation_used(records: SimRecords) -> list[str]:
         if message.target == "corpus" and message.method == "GET" and message.path.startswith("/documents/"):
             reads[message.path.rsplit("/", 1)[-1]] += [d[0] for d in message.deliveries if d[1] == 200]
     found = []
-    for effect in _effects(records)["corpus"]:
+    for effect in effects_by_target(records)["corpus"]:
         at = published.get(str(effect.get("operation_id")))
         report = str(effect.get("report", "")).lower()
         if at is None:

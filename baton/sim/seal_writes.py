@@ -8,10 +8,29 @@ checkpoint rows, read raw from the store in sealing order, name the boundary eac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from baton.models import RunKind
 from baton.sim.faults import FaultPlan
 from baton.sim.runner import config_for
 from baton.sim.world import SimRecords, run_world
+
+
+def worker_writes(trail: Iterable[str]) -> list[str]:
+    """The store call of each worker write in a kept trail, in order: entry n-1 is what write count n triggers on."""
+    worker_actors: set[str] = set()
+    calls: list[str] = []
+    for line in trail:
+        parts = line.split(" ")
+        if parts[1] == "spawn" and parts[-1].startswith("w:"):
+            worker_actors.add(" ".join(parts[2:-2]))
+            continue
+        if " w " not in line:
+            continue
+        actor, _, caller = " ".join(parts[1:]).rpartition(" w ")
+        if actor in worker_actors:
+            calls.append(caller)
+    return calls
 
 
 def seal_writes(seed: int, kinds: tuple[RunKind, ...]) -> list[tuple[int, str, str]]:
@@ -23,19 +42,5 @@ def seal_writes(seed: int, kinds: tuple[RunKind, ...]) -> list[tuple[int, str, s
         rows.extend((str(r[0]), str(r[1])) for r in raw)
 
     outcome = run_world(config_for(seed, 0, plan=FaultPlan(), kinds=kinds, keep_trail=True), before_check=look)
-    worker_actors: set[str] = set()
-    counts: list[int] = []
-    writes = 0
-    for line in outcome.trail or []:
-        parts = line.split(" ")
-        if parts[1] == "spawn" and parts[-1].startswith("w:"):
-            worker_actors.add(" ".join(parts[2:-2]))
-            continue
-        if " w " not in line:
-            continue
-        actor, _, caller = " ".join(parts[1:]).rpartition(" w ")
-        if actor in worker_actors:
-            writes += 1
-            if caller == "append_checkpoint":
-                counts.append(writes)
+    counts = [n for n, caller in enumerate(worker_writes(outcome.trail or []), 1) if caller == "append_checkpoint"]
     return [(count, run_id, boundary) for count, (run_id, boundary) in zip(counts, rows, strict=False)]

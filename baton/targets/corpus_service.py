@@ -209,7 +209,7 @@ class CorpusClient(MutationClient):
     def fetch(self, doc_id: str, version: int | None = None) -> FetchedDocument:
         """The latest (or given) version; IntegrityError if the text does not match its hash."""
         params = {} if version is None else {"version": version}
-        response = self._http.get(f"/documents/{doc_id}", params=params)
+        response = self._read(f"/documents/{doc_id}", params)
         if response.status_code == 404:
             raise DocumentNotFoundError(f"{self.name}: {response.json().get('message', doc_id)}")
         response.raise_for_status()
@@ -221,7 +221,7 @@ class CorpusClient(MutationClient):
         return FetchedDocument(doc_id, data, int(body["version"]), str(body["content_hash"]), served_at)
 
     def list_documents(self) -> list[dict[str, Any]]:
-        response = self._http.get("/documents")
+        response = self._read("/documents")
         response.raise_for_status()
         return list(response.json())
 
@@ -232,7 +232,7 @@ class CorpusClient(MutationClient):
         return dict(response.json())
 
     def publications(self) -> list[dict[str, Any]]:
-        response = self._http.get("/publications")
+        response = self._read("/publications")
         response.raise_for_status()
         return list(response.json())
 

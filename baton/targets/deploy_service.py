@@ -105,7 +105,7 @@ class DeployClient(MutationClient):
 
     def deployments(self) -> list[dict[str, Any]]:
         """Every deployment, as the service reports it."""
-        response = self._http.get("/deployments")
+        response = self._read("/deployments")
         response.raise_for_status()
         return list(response.json())
 

@@ -249,7 +249,7 @@ class GitRemoteClient(MutationClient):
 
     def repository(self, name: str) -> dict[str, Any]:
         """`{name, path, branches}` of one repository (KeyError if the remote has none by that name)."""
-        response = self._http.get(f"/repositories/{name}")
+        response = self._read(f"/repositories/{name}")
         if response.status_code == 404:
             raise KeyError(f"the git remote has no repository {name!r}")
         response.raise_for_status()
@@ -261,7 +261,7 @@ class GitRemoteClient(MutationClient):
 
     def pushes(self) -> list[dict[str, Any]]:
         """Every applied push, as the remote reports it."""
-        response = self._http.get("/pushes")
+        response = self._read("/pushes")
         response.raise_for_status()
         return list(response.json())
 

@@ -428,7 +428,7 @@ class WebappClient(MutationClient):
 
     def submissions(self) -> list[dict[str, Any]]:
         """Every submission, as the application reports it."""
-        response = self._http.get("/submissions")
+        response = self._read("/submissions")
         response.raise_for_status()
         return list(response.json())
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from baton.agents.browser_resume import ConfirmedDraft, ServerDraft, choose_resume
-from baton.agents.browser_session import BrowserPool, BrowserSession, BrowserStepError
+from baton.agents.browser_session import NO_ANSWER, BrowserPool, BrowserSession, BrowserStepError
 from baton.agents.verifiers import Verdict
 from baton.identity import sha256_ref
 from baton.lifecycle import TERMINAL
@@ -44,6 +44,7 @@ DRAFT_PREFIX = "webapp://drafts/"
 FRESHNESS_S = 300.0
 FORM_VERIFIER = "form-check-1"
 _LOGIN_ATTEMPTS = 3
+_SAVE_ATTEMPTS = 3
 _SESSION_LOST = frozenset({"no_session", "unknown_session", "session_expired", "session_revoked"})
 _BEFORE_COMMIT = (
     Boundary.GENERATING,
@@ -109,8 +110,8 @@ class _Browsing:
             try:
                 self.session.login(self.account, credential)
                 return
-            except BrowserStepError as exc:
-                if exc.error != "capability:expired" or attempt == _LOGIN_ATTEMPTS - 1:
+            except BrowserStepError as exc:  # an expired credential, or a login whose answer was lost: log in anew
+                if exc.error not in ("capability:expired", NO_ANSWER) or attempt == _LOGIN_ATTEMPTS - 1:
                     raise
 
     def step(self, action: Any) -> Any:
@@ -176,26 +177,45 @@ def _revalidate(ctx: RunContext, browsing: _Browsing) -> None:
         ctx.revalidate(observation, snapshot_bytes(view["draft_id"], view["account"], view["version"], view["answers"]))
 
 
+def _new_draft(browsing: _Browsing) -> str:
+    """Start a draft; if the answer was lost, start another (a draft nobody answered for stays an unsubmitted
+    orphan on the server: nothing is ever submitted from it)."""
+    for attempt in range(_SAVE_ATTEMPTS):
+        try:
+            return str(browsing.step(browsing.session.new_draft))
+        except BrowserStepError as exc:
+            if exc.error != NO_ANSWER or attempt == _SAVE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 def _fill(ctx: RunContext, browsing: _Browsing, answers: Mapping[str, str]) -> None:
     """Fill the pages still to do, confirming each save by reading the draft back; then propose it."""
     confirmed = _confirmed(ctx)
     if confirmed is None:
-        draft_id = browsing.step(browsing.session.new_draft)
+        draft_id = _new_draft(browsing)
         view = browsing.draft(draft_id)
         if view is None:
             ctx.fail(f"the application lost draft {draft_id} right after creating it")
         confirmed = _confirm(ctx, view, 1)
+    unanswered = 0
     while confirmed.next_page <= len(PAGES):
         page = confirmed.next_page
         values = {field.name: answers.get(field.name, "") for field in page_fields(page)}
         path = durable_path(confirmed)
+        lost = False
         try:
             browsing.step(lambda: browsing.session.fill_page(path, values))
         except BrowserStepError as exc:
             if exc.error in ("version_conflict", "draft_submitted"):
                 ctx.escalate(f"the draft moved under the run while it filled page {page}: {exc}")
-            raise
+            if exc.error != NO_ANSWER or unanswered == _SAVE_ATTEMPTS - 1:
+                raise
+            lost = True  # the save may or may not have happened: the draft read back below says which
+            unanswered += 1
         view = browsing.draft(confirmed.draft_id)
+        if lost and view is not None and int(view["version"]) == confirmed.version:
+            continue  # the lost save never reached the draft: fill the page again
         if view is None or int(view["version"]) != confirmed.version + 1 or any(
                 view["answers"].get(name) != value.strip() for name, value in values.items() if value.strip()):
             ctx.escalate(f"the server did not confirm page {page} of draft {confirmed.draft_id} as saved")

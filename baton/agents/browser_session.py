@@ -22,11 +22,21 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from baton import chromium
+from baton.read_retry import retry_read
 
 if TYPE_CHECKING:  # Playwright is imported only when a browser is needed (it is an optional dependency)
     from playwright.sync_api import Browser, BrowserContext, Page
 
 _DRAFT_URL = re.compile(r"/drafts/([A-Za-z0-9_-]+)/page/1$")
+NO_ANSWER = "no_answer"
+"""The error code of a step whose answer never came (timeout or transport error): it may have happened."""
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+def _playwright_error() -> type[Exception]:
+    from playwright.sync_api import Error
+
+    return Error
 
 
 class BrowserStepError(RuntimeError):
@@ -64,21 +74,31 @@ class BrowserSession:
 
     def _submit(self, step: str, button: str) -> str:
         """Click a form's submit button; the path the browser lands on, or BrowserStepError."""
-        with self.page.expect_navigation() as landed:
-            self.page.click(button)
-        response = landed.value
+        try:
+            with self.page.expect_navigation() as landed:
+                self.page.click(button)
+            response = landed.value
+        except _playwright_error() as exc:
+            raise BrowserStepError(step, 0, NO_ANSWER, str(exc).splitlines()[0]) from exc
         if response is None or response.status >= 400:
             status = 0 if response is None else response.status
             raise self._refusal(step, status, "" if response is None else response.text())
         return self.page.url.removeprefix(self.base_url)
 
+    def _load(self, path: str) -> Any:
+        """Navigate to `path`, loading it again if the answer was lost."""
+        return retry_read(lambda: self.page.goto(self._url(path)), (_playwright_error(),))
+
     def session_live(self) -> bool:
         """True when the application accepts this context's session right now."""
-        return self.page.request.get(self._url("/api/session")).status == 200
+        try:
+            return self.page.request.get(self._url("/api/session")).status == 200
+        except _playwright_error():
+            return False  # unknown: the caller logs in again, which is always safe
 
     def login(self, account: str, credential: Callable[[], str]) -> None:
         """Log in through the login page with a scoped credential (asked for at the last moment, never kept)."""
-        self.page.goto(self._url("/login?next=/drafts"))
+        self._load("/login?next=/drafts")
         self.page.fill("#account", account)
         self.page.fill("#credential", credential())
         landed = self._submit("login", "#login-submit")
@@ -87,7 +107,7 @@ class BrowserSession:
 
     def new_draft(self) -> str:
         """Start a draft from the drafts page; its id, from the URL the server redirected to."""
-        self.page.goto(self._url("/drafts"))
+        self._load("/drafts")
         landed = self._submit("new draft", "#new-draft-submit")
         found = _DRAFT_URL.search(landed)
         if found is None:
@@ -96,7 +116,7 @@ class BrowserSession:
 
     def fill_page(self, path: str, answers: Mapping[str, str]) -> str:
         """Open a form page by its durable path, fill the given fields, save; the path landed on."""
-        response = self.page.goto(self._url(path))
+        response = self._load(path)
         if response is None or response.status >= 400:
             raise self._refusal(f"open {path}", 0 if response is None else response.status,
                                 "" if response is None else response.text())
@@ -108,7 +128,8 @@ class BrowserSession:
 
     def draft(self, draft_id: str) -> dict[str, Any] | None:
         """The draft as the server reports it (`GET /api/drafts/{id}`), None if it has no such draft."""
-        response = self.page.request.get(self._url(f"/api/drafts/{draft_id}"))
+        response = retry_read(lambda: self.page.request.get(self._url(f"/api/drafts/{draft_id}")),
+                              (_playwright_error(),), again=lambda answer: answer.status in RETRY_STATUSES)
         if response.status == 404:
             return None
         if response.status != 200:

@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from baton.agents.browser_session import _DRAFT_URL, BrowserStepError, refusal_error
+from baton.agents.browser_session import _DRAFT_URL, NO_ANSWER, RETRY_STATUSES, BrowserStepError, refusal_error
+from baton.read_retry import retry_read
 
 
 @dataclass
@@ -71,8 +72,13 @@ class TwinSession:
     def _landed(self, response: httpx.Response) -> str:
         return response.url.path + (f"?{response.url.query.decode()}" if response.url.query else "")
 
+    def _get(self, path: str) -> httpx.Response:
+        """GET `path`, asked again if its answer was lost (as the live session reloads a page)."""
+        return retry_read(lambda: self._http.get(path), (httpx.TransportError,),
+                          again=lambda response: response.status_code in RETRY_STATUSES)
+
     def _open(self, step: str, path: str) -> tuple[httpx.Response, dict[str, _Form]]:
-        response = self._http.get(path)
+        response = self._get(path)
         if response.status_code >= 400:
             raise refusal_error(step, response.status_code, response.text)
         return response, forms_of(response.text)
@@ -82,14 +88,20 @@ class TwinSession:
         values = dict(form.values)
         for input_id, value in (fill or {}).items():
             values[form.ids.get(input_id, input_id)] = value
-        response = self._http.post(form.action, data=values)
+        try:
+            response = self._http.post(form.action, data=values)
+        except httpx.TransportError as exc:
+            raise BrowserStepError(step, 0, NO_ANSWER, repr(exc)) from exc
         if response.status_code >= 400:
             raise refusal_error(step, response.status_code, response.text)
         return self._landed(response)
 
     def session_live(self) -> bool:
         """True when the application accepts this jar's session right now."""
-        return self._http.get("/api/session").status_code == 200
+        try:
+            return self._http.get("/api/session").status_code == 200
+        except httpx.TransportError:
+            return False  # unknown: the caller logs in again, which is always safe
 
     def login(self, account: str, credential: Callable[[], str]) -> None:
         """Log in through the login page with a scoped credential (asked for at the last moment, never kept)."""
@@ -120,7 +132,7 @@ class TwinSession:
 
     def draft(self, draft_id: str) -> dict[str, Any] | None:
         """The draft as the server reports it (`GET /api/drafts/{id}`), None if it has no such draft."""
-        response = self._http.get(f"/api/drafts/{draft_id}")
+        response = self._get(f"/api/drafts/{draft_id}")
         if response.status_code == 404:
             return None
         if response.status_code != 200:

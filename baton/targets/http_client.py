@@ -8,10 +8,9 @@ Error mapping, the same as `baton.targets.ledger_target`:
 - timeouts, transport errors, other statuses: `TargetUnavailableError`
   (ambiguous: the effect may have happened; reconcile with `lookup`).
 
-Reads (`_read`) are asked again, up to `READ_ATTEMPTS` times with a short backoff, when the answer is lost
-to a timeout or a transport error or the service answers 502/503/504: a read changes nothing, so a lost
-one is safe to repeat, and a run should not end because one answer went missing. Mutations are never
-repeated here: an unanswered mutation is UNKNOWN and goes to reconciliation.
+Reads (`_read`) are asked again (`baton.read_retry`) when the answer is lost to a timeout or a transport
+error or the service answers 502/503/504. Mutations are never repeated here: an unanswered mutation is
+UNKNOWN and goes to reconciliation.
 
 Every mutation names the placement its process was started on (`ORIGIN_HEADER`), when the process that
 started it put one in its environment (`ORIGIN_ENV`): the infrastructure's word, which no agent sets.
@@ -26,10 +25,11 @@ from typing import Any, Self
 
 import httpx
 
-from baton import clock, fault_points
+from baton import fault_points
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken
 from baton.models.operation import OperationState
+from baton.read_retry import retry_read
 from baton.targets.http_server import (
     CAPABILITY_HEADER,
     FENCING_EPOCH_HEADER,
@@ -41,9 +41,6 @@ from baton.targets.http_server import (
 )
 
 
-READ_ATTEMPTS = 3
-READ_BACKOFF_S = 0.25
-"""The first retry waits this long, each later one twice as long as the one before."""
 _RETRY_STATUSES = frozenset({502, 503, 504})
 
 
@@ -71,18 +68,8 @@ class MutationClient:
 
     def _read(self, path: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
         """GET `path`, asked again when its answer is lost or the service is briefly unavailable."""
-        for attempt in range(READ_ATTEMPTS):
-            last = attempt == READ_ATTEMPTS - 1
-            try:
-                response = self._http.get(path, params=params)
-            except httpx.TransportError:
-                if last:
-                    raise
-            else:
-                if response.status_code not in _RETRY_STATUSES or last:
-                    return response
-            clock.sleep(READ_BACKOFF_S * 2**attempt)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return retry_read(lambda: self._http.get(path, params=params), (httpx.TransportError,),
+                          again=lambda response: response.status_code in _RETRY_STATUSES)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         """The request body for a gateway payload: a mapping, or JSON bytes (subclasses validate it)."""

@@ -12,7 +12,7 @@ from baton.sim.faults import Fault, FaultPlan
 from baton.sim.runner import config_for
 from baton.sim.world import SimRecords, run_world
 from baton.targets.deploy_service import DeployClient
-from baton.targets.http_client import READ_ATTEMPTS
+from baton.read_retry import READ_ATTEMPTS
 
 
 def _client(answers: list[object], seen: list[str]) -> DeployClient:
@@ -79,3 +79,12 @@ def test_a_simulated_deploy_run_survives_a_lost_postcondition_read() -> None:
     assert lost in outcome.fired
     assert outcome.statuses == {"sim0-deploy-0": "verified"} and not outcome.violations
     assert len(asked) == 2  # the lost read, then the one asked again
+
+
+def test_retry_read_refuses_zero_attempts_and_returns_the_last_answer() -> None:
+    from baton.read_retry import retry_read
+
+    with pytest.raises(ValueError, match="attempts must be at least 1"):
+        retry_read(lambda: 1, (OSError,), attempts=0)
+    answers = iter([503, 503, 503])
+    assert retry_read(lambda: next(answers), (OSError,), again=lambda status: status == 503) == 503

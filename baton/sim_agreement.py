@@ -28,7 +28,7 @@ from baton.ablation import ablation_env
 from baton.faults.cases import CASES
 from baton.faults.matrix import isolated_companions, run_case
 from baton.faults.oracles import Question
-from baton.sim.oracles import EFFECT_FILES
+from baton.sim.oracles import effects_under
 from baton.sim.runner import config_for
 from baton.sim.sec27_plans import PLANS, Sec27Plan
 from baton.sim.world import SimRecords, run_world
@@ -54,13 +54,7 @@ class Verdict:
 
 def count_effects(targets_root: Path) -> dict[str, int]:
     """Lines in each target's own effect file under `targets_root` (targets with none left out)."""
-    counts = {}
-    for target, name in EFFECT_FILES.items():
-        path = targets_root / target / name
-        lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        if lines:
-            counts[target] = len(lines)
-    return counts
+    return {target: len(rows) for target, rows in effects_under(targets_root).items() if rows}
 
 
 def live_verdict(case_id: str, root: Path, ablation: str | None = None, seed: int = 0) -> Verdict:

@@ -51,9 +51,14 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def effects_under(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each target's side effects as its own record file under `root/<target>/` holds them (one dict per line)."""
+    return {target: _lines(root / target / name) for target, name in EFFECT_FILES.items()}
+
+
 def effects_by_target(records: SimRecords) -> dict[str, list[dict[str, Any]]]:
-    """Each target's side effects as its own record file holds them (one dict per line)."""
-    return {target: _lines(records.root / target / name) for target, name in EFFECT_FILES.items()}
+    """Each target's side effects in a simulated world, from the targets' own record files."""
+    return effects_under(records.root)
 
 
 def _applies(records: SimRecords) -> list[Message]:

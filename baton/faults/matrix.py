@@ -132,6 +132,11 @@ def isolated_companions(case: FaultCase, ablations: tuple[str, ...]) -> tuple[st
     return tuple(name for name in case.companions.get(ablations[0], ()) if name not in ablations)
 
 
+def companions_of(ablation: str) -> tuple[str, ...]:
+    """Every protection some case switches off with `ablation` alone (the union of the cases' companions), sorted."""
+    return tuple(sorted({name for case in CASE_LIST for name in case.companions.get(ablation, ()) if name != ablation}))
+
+
 def run_matrix(
     seed: int = 0,
     *,

@@ -16,6 +16,9 @@ the same thing whenever it is replayed (and after shrinking):
 | doc_change      | the n-th store write by a worker      | the corpus document to change      |
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 
+A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
+claim_operation`, at 1: the first claim of a side effect in the world, wherever other runs' writes fall).
+
 A stall longer than the lease makes the lease expire during a long step; a
 handoff with reason `better_model_released` changes the release mid-run and
 `doc_change` changes the environment (the corpus) under a research run;
@@ -52,12 +55,14 @@ class Fault:
     kind: str
     at: int
     arg: str = ""
+    on: str = ""
+    """A write fault's store call: `at` counts the workers' writes of that call only ("" counts every write)."""
 
     def describe(self) -> str:
-        return f"{self.kind}@{self.at}" + (f"({self.arg})" if self.arg else "")
+        return f"{self.kind}@{self.at}" + (f"[{self.on}]" if self.on else "") + (f"({self.arg})" if self.arg else "")
 
     def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "at": self.at, "arg": self.arg}
+        return {"kind": self.kind, "at": self.at, "arg": self.arg, **({"on": self.on} if self.on else {})}
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,15 @@ class FaultPlan:
         for fault in self.faults:
             if fault.kind not in KINDS:
                 raise ValueError(f"unknown fault kind {fault.kind!r}; known: {', '.join(KINDS)}")
+            if fault.on and fault.kind not in WRITE_KINDS:
+                raise ValueError(f"{fault.describe()}: only a write fault names a store call")
 
     def message_fault(self, seq: int) -> Fault | None:
         return next((f for f in self.faults if f.kind in MESSAGE_KINDS and f.at == seq), None)
 
-    def write_faults(self, n: int) -> list[Fault]:
-        return [f for f in self.faults if f.kind in WRITE_KINDS and f.at == n]
+    def write_faults(self, n: int, caller: str = "", n_caller: int = 0) -> list[Fault]:
+        """The write faults of the n-th worker write, the `n_caller`-th of its call `caller`."""
+        return [f for f in self.faults if f.kind in WRITE_KINDS and (f.at, f.on) in ((n, ""), (n_caller, caller))]
 
     def skew_for(self, n: int) -> float:
         return sum(float(f.arg) for f in self.faults if f.kind == "skew" and f.at == n)
@@ -91,7 +99,8 @@ class FaultPlan:
     def from_json(cls, text: str) -> FaultPlan:
         try:
             items = json.loads(text)
-            return cls(tuple(Fault(str(i["kind"]), int(i["at"]), str(i.get("arg", ""))) for i in items))
+            return cls(tuple(Fault(str(i["kind"]), int(i["at"]), str(i.get("arg", "")), str(i.get("on", "")))
+                             for i in items))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a fault schedule (a JSON list of {{kind, at, arg}}): {exc}") from exc
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from baton.models import RunKind
-from baton.sim.faults import FaultPlan, generate
+from baton.sim.faults import FaultPlan
+from baton.sim.scenarios import mixed
 from baton.sim.world import SimConfig, SimOutcome, run_world
 
 DEFAULT_KINDS = (RunKind.DEPLOY,)
@@ -17,8 +18,9 @@ DEFAULT_KINDS = (RunKind.DEPLOY,)
 
 def config_for(seed: int, faults: int, *, ablate: Sequence[str] = (), plan: FaultPlan | None = None,
                kinds: tuple[RunKind, ...] = DEFAULT_KINDS, keep_trail: bool = False) -> SimConfig:
-    """The world of `seed`: its fault schedule is drawn from the seed unless `plan` is given."""
-    return SimConfig(seed=seed, plan=plan if plan is not None else generate(seed, faults), kinds=kinds,
+    """The world of `seed`: its fault schedule is drawn from the seed (random faults, sometimes a named scenario,
+    `baton.sim.scenarios`) unless `plan` is given."""
+    return SimConfig(seed=seed, plan=plan if plan is not None else mixed(seed, faults, kinds), kinds=kinds,
                      ablate=tuple(ablate), keep_trail=keep_trail)
 
 
@@ -136,27 +138,37 @@ def shrink(seed: int, plan: FaultPlan, *, ablate: Sequence[str] = (), kinds: tup
 
 
 def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tuple[RunKind, ...] = DEFAULT_KINDS,
-                   jobs: int = 1, on_result: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
+                   jobs: int = 1, companions: Mapping[str, tuple[str, ...]] | None = None,
+                   on_result: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
     """Each ablation in turn over seeds 0..seeds-1 (what `baton sim --ablate NAME` does for one), up to its first
     violating seed; that seed's schedule shrunk, the shrunk schedule replayed twice with the ablation (the trail
-    hashes) and once with every protection on (a schedule that fails then too is no evidence for the ablation)."""
+    hashes) and once with every protection on (a schedule that fails then too is no evidence for the ablation).
+
+    `companions` (ablation -> the other protections stacked against the same fault, as the live matrix switches
+    them off with it: `baton.faults.matrix.companions_of`) are switched off with the ablation; the shrunk schedule
+    must then also pass with only the companions off, so the ablated switch is what the oracle caught."""
     results = []
     for name in names:
-        summary = run_many(range(seeds), faults, ablate=(name,), jobs=jobs, kinds=kinds, stop_at_first_failure=True)
-        result: dict[str, object] = {"ablation": name, "seeds_run": summary.seeds, "caught": bool(summary.failing),
-                                     "first_seed": None, "violations": None, "shrunk_schedule": None,
-                                     "replay_identical": None, "trail_hashes": None, "protected_ok": None}
+        others = tuple((companions or {}).get(name, ()))
+        off = (name, *others)
+        summary = run_many(range(seeds), faults, ablate=off, jobs=jobs, kinds=kinds, stop_at_first_failure=True)
+        result: dict[str, object] = {"ablation": name, "companions": list(others), "seeds_run": summary.seeds,
+                                     "caught": bool(summary.failing), "first_seed": None, "violations": None,
+                                     "shrunk_schedule": None, "replay_identical": None, "trail_hashes": None,
+                                     "protected_ok": None, "companions_only_ok": None}
         if summary.failing:
             first = summary.failing[0]
-            shrunk, _tries = shrink(first.seed, first.plan, ablate=(name,), kinds=kinds)
-            replays = [run_seed(first.seed, 0, (name,), plan=shrunk, kinds=kinds) for _ in range(2)]
+            shrunk, _tries = shrink(first.seed, first.plan, ablate=off, kinds=kinds)
+            replays = [run_seed(first.seed, 0, off, plan=shrunk, kinds=kinds) for _ in range(2)]
             protected = run_seed(first.seed, 0, plan=shrunk, kinds=kinds)
+            companions_only = run_seed(first.seed, 0, others, plan=shrunk, kinds=kinds) if others else protected
             result.update(first_seed=first.seed, violations=sorted(invariants_of(replays[0])),
                           evidence=replays[0].violations[:2],
                           shrunk_schedule=[f.as_dict() for f in shrunk.faults],
                           replay_identical=replays[0].trail_hash == replays[1].trail_hash,
                           trail_hashes=[r.trail_hash for r in replays], protected_ok=protected.ok,
-                          caught=protected.ok and bool(replays[0].violations))
+                          companions_only_ok=companions_only.ok,
+                          caught=protected.ok and companions_only.ok and bool(replays[0].violations))
         result["seconds"] = round(summary.seconds, 1)
         results.append(result)
         if on_result is not None:
@@ -164,13 +176,18 @@ def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tupl
     return results
 
 
-if __name__ == "__main__":  # python -m baton.sim.runner OUT.json NAME... (the ablation sweep of docs/benchmarks.md §7.2)
+if __name__ == "__main__":  # python -m baton.sim.runner OUT.json [--seeds N] [--alone] [NAME...] (docs/benchmarks.md §7.2)
     import json
     import sys
 
     from baton.faults.ablations import ABLATIONS
+    from baton.faults.matrix import companions_of
 
-    out, chosen = sys.argv[1], sys.argv[2:] or list(ABLATIONS)
+    args = sys.argv[2:]
+    count = int(args[args.index("--seeds") + 1]) if "--seeds" in args else 100
+    alone = "--alone" in args
+    chosen = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--seeds")]
+    out, chosen = sys.argv[1], chosen or list(ABLATIONS)
     done: list[dict[str, object]] = []
 
     def _save(result: dict[str, object]) -> None:
@@ -179,4 +196,5 @@ if __name__ == "__main__":  # python -m baton.sim.runner OUT.json NAME... (the a
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(done, handle, indent=1, sort_keys=True)
 
-    ablation_sweep(chosen, 100, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), jobs=2, on_result=_save)
+    ablation_sweep(chosen, count, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), jobs=2, on_result=_save,
+                   companions=None if alone else {name: companions_of(name) for name in chosen})

@@ -25,6 +25,12 @@ Live cases with no faithful plan here, and why:
   onto the changed placement only.
 * `approval-expired-in-hand`, `capability-expired-in-hand`, `replanned-after-verify`: a hold at a named
   fault point until an expiry, a second writer at the same epoch; not in the sim's vocabulary.
+
+The two epoch cases hold the worker where the live case does, with the sim's faults: `stale-capability-after-move`
+freezes the worker at its deployment's claim (its capability issued) for less than a lease while a planned move
+commits; `stale-claim-after-move` freezes it at its first claim (the reservation read, not yet claimed) while the
+run is moved to another placement whose worker claims it. The live matrix switches the other epoch layers off with
+the named one (`FaultCase.companions`); so does the ablation sweep (`baton.sim.runner.ablation_sweep`).
 """
 
 from __future__ import annotations
@@ -45,6 +51,15 @@ CODING_ANSWER = 43
 BROWSER_ANSWER = 19
 LONG_STALL = "12.0"
 """Longer than the sim's lease: the run is moved while the worker is frozen."""
+HELD_CAPABILITY = "5.0"
+"""Shorter than the sim's lease (6 s), so the capability the worker holds at its claim stays valid, and longer than
+the coordinator waits for a frozen source to quiesce: the move commits while the worker is frozen with the
+capability in hand, and the worker wakes before the new owner runs (the live case's `capability_issued` hold)."""
+CLAIM_OPERATION = "claim_operation"
+"""The store call that claims a side effect: the first of the world is write 14 of seed 0's deploy world."""
+FIRST_CLAIM = 1
+"""A worker's first write is its claim of the run's reservation: frozen there, it has read the reservation and
+not claimed it (the live case's `reservation_read` hold)."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +91,12 @@ def _plans() -> tuple[Sec27Plan, ...]:
                   "reconcile-before-retry"),
         Sec27Plan("stale-worker-wakes", DEPLOY, FaultPlan((Fault("handoff", DEPLOY_CLAIM - 1, "better_model_released"),
                                                            Fault("stall", DEPLOY_CLAIM, LONG_STALL))), "target-fence"),
-        Sec27Plan("stale-capability-after-move", DEPLOY, FaultPlan((Fault("stall", DEPLOY_CLAIM, LONG_STALL),)),
-                  "gateway-epoch"),
-        Sec27Plan("stale-claim-after-move", DEPLOY, FaultPlan((Fault("stall", DEPLOY_CLAIM - 1, LONG_STALL),)),
-                  "lease-cas"),
+        Sec27Plan("stale-capability-after-move", DEPLOY,
+                  FaultPlan((Fault("handoff", 1, "scheduler_rebalance", on=CLAIM_OPERATION),
+                             Fault("stall", 1, HELD_CAPABILITY, on=CLAIM_OPERATION))), "gateway-epoch"),
+        Sec27Plan("stale-claim-after-move", DEPLOY,
+                  FaultPlan((Fault("handoff", FIRST_CLAIM, "better_model_released"),
+                             Fault("stall", FIRST_CLAIM, LONG_STALL))), "lease-cas"),
         Sec27Plan("behavioral-move", DEPLOY, FaultPlan((Fault("handoff", DEPLOY_VERIFIED, "better_model_released"),
                                                         verified_crash)), "gate:behavioral_migration_approved"),
         *(Sec27Plan(case_id, DEPLOY, FaultPlan((Fault("catalog_change", DEPLOY_VERIFIED, change), verified_crash)),

@@ -224,6 +224,8 @@ class World:
             else None
         browser_world.prepare(root, self.authority)
         self.writes = 0
+        self.writes_of: dict[str, int] = {}
+        """Worker writes per store call (the count a fault with `on` names)."""
         self.workers_started = 0
         self.fired: list[Fault] = []
         self.pending_crash: dict[int, Process] = {}
@@ -251,7 +253,8 @@ class World:
             return
         if write and actor.process.name.startswith("w:"):
             self.writes += 1
-            for fault in self.plan.write_faults(self.writes):
+            self.writes_of[caller] = self.writes_of.get(caller, 0) + 1
+            for fault in self.plan.write_faults(self.writes, caller, self.writes_of[caller]):
                 self._fire_write_fault(fault, actor.process)
         self.sched.yield_(f"{'w' if write else 'r'} {caller}")
 

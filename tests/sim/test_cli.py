@@ -7,6 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from baton.cli import app
+from baton.models import RunKind
+from baton.sim.scenarios import mixed
 
 runner = CliRunner()
 
@@ -17,7 +19,7 @@ def test_replaying_a_seed_twice_prints_the_same_trail_hash() -> None:
     assert first.exit_code == 0, first.output
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a["trail_hash"] == b["trail_hash"] and a["trail_hash"].startswith("sha256:")
-    assert len(a["fault_schedule"]) == 5 and a["violations"] == []
+    assert len(a["fault_schedule"]) >= 5 and a["violations"] == []  # 5 random faults, maybe a named scenario
 
 
 def test_a_given_schedule_replays_instead_of_the_seeds_own() -> None:
@@ -31,7 +33,8 @@ def test_a_small_batch_reports_rate_and_fault_mix() -> None:
     result = runner.invoke(app, ["sim", "--seeds", "4", "--faults", "3", "--first", "20", "--json"])
     report = json.loads(result.stdout)
     assert report["seeds"] == 4 and report["seeds_per_s"] > 0
-    assert sum(report["fault_kinds_scheduled"].values()) == 12
+    drawn = sum(len(mixed(seed, 3, (RunKind.DEPLOY,)).faults) for seed in range(20, 24))  # 3 random, maybe a scenario
+    assert sum(report["fault_kinds_scheduled"].values()) == drawn >= 12
 
 
 def test_bad_input_is_refused_with_a_reason() -> None:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from baton.cli import app
+from baton.faults.matrix import companions_of
 from baton.sim_agreement import compare, sim_verdict
 from baton.models import RunKind
 from baton.sim.faults import FaultPlan
@@ -55,10 +56,25 @@ def test_baton_sim_agree_runs_the_case_live_and_simulated() -> None:
         in result.output
 
 
-@pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema", "corpus-changed-while-paused"])
+@pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema", "corpus-changed-while-paused",
+                                     "stale-capability-after-move", "stale-claim-after-move"])
 def test_the_named_ablation_flips_the_sim_verdict(case_id: str) -> None:
     named = PLANS[case_id]
     protected, ablated = sim_verdict(named), sim_verdict(named, named.ablation)
     assert not protected.violated
     assert ablated.violated
     assert not all(protected.same(ablated).values())
+
+
+@pytest.mark.parametrize(("case_id", "switch"), [("stale-capability-after-move", "store-claim-epoch"),
+                                                ("stale-claim-after-move", "lease-cas")])
+def test_an_epoch_plan_catches_its_switch_and_holds_with_only_the_companions_off(case_id: str, switch: str) -> None:
+    """With the switch and the layers the live matrix stacks with it off, the plan violates; with only those other
+    layers off it holds, so the switch is what the oracle caught. (For `stale-capability-after-move` the sim
+    isolates the store claim's epoch check, not the gateway's: invariant 2 reads the operation rows, where the
+    store claim's refusal shows before the gateway's does.)"""
+    named = PLANS[case_id]
+    others = companions_of(switch)
+    ablated = run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=(switch, *others)))
+    held = run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=others))
+    assert others and ablated.violations and held.violations == [], (ablated.violations, held.violations)

@@ -1,0 +1,51 @@
+"""Swarm-style fault mix: a seed's random faults, and sometimes one named sec.-27 scenario on top.
+
+A seed draws (from its own seeded stream, so replay and shrinking see the same schedule) whether to add
+a scenario; if so, which named plan of `baton.sim.sec27_plans` whose runs are all in the world, and a
+scale for its write counts. The plans pin the write where the live case strikes in a world of one run;
+other runs in the same world interleave their own writes, so the n-th write of the run is somewhere
+between about the n-th and the 2n-th write of the world, and the scale spreads the scenario over that
+range (a first write stays among the first two; a count of one store call, `Fault.on`, is kept). The result is still a plain
+`FaultPlan`: a tuple of `Fault`, replayed and shrunk like any other.
+"""
+
+from __future__ import annotations
+
+import random
+
+from baton.models import RunKind
+from baton.sim.faults import WRITE_KINDS, Fault, FaultPlan, generate
+from baton.sim.sec27_plans import PLANS, Sec27Plan
+
+SCENARIO_SHARE = 0.5
+"""The share of seeds that add a named scenario to their random faults."""
+SCALES = (0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+"""By how much a scenario's write counts are multiplied in a world of several runs."""
+
+
+def scenarios_for(kinds: tuple[RunKind, ...]) -> tuple[Sec27Plan, ...]:
+    """The named plans whose runs a world of `kinds` has, in a fixed order."""
+    return tuple(PLANS[case] for case in sorted(PLANS) if set(PLANS[case].kinds) <= set(kinds))
+
+
+def draw_scenario(seed: int, kinds: tuple[RunKind, ...]) -> tuple[str, tuple[Fault, ...]] | None:
+    """The named scenario seed `seed` adds (its case id and its faults, write counts scaled), or None (the same seed, the same draw)."""
+    rng = random.Random(f"scenario:{seed}")
+    candidates = scenarios_for(kinds)
+    if not candidates or rng.random() >= SCENARIO_SHARE:
+        return None
+    named = rng.choice(candidates)
+    scale = rng.choice(SCALES)
+    return named.case_id, tuple(Fault(f.kind, max(1, round(f.at * scale)), f.arg)
+                                if f.kind in WRITE_KINDS and not f.on else f
+                                for f in named.plan.faults)
+
+
+def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
+    """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any
+    (none when `count` is 0: a fault-free world stays fault-free)."""
+    plan = generate(seed, count)
+    scenario = draw_scenario(seed, kinds) if count > 0 else None
+    if scenario is None:
+        return plan
+    return FaultPlan(tuple(sorted((*plan.faults, *scenario[1]), key=lambda f: (f.at, f.kind, f.arg))))

@@ -14,6 +14,7 @@ from baton.store.records import RUN_STATUSES, RunRecord
 
 EVENTS_PER_INSERT = 100
 """Events written by one multi-row INSERT (400 parameters: far under either backend's limit)."""
+_EVENT_COLUMNS = "run_id, event_type, at, body"
 _RUN_COLUMNS = "run_id, kind, release_id, placement, status, created_at, updated_at, detail"
 
 
@@ -158,10 +159,12 @@ class RunsSql(StoreCore):
     def _insert_events(self, tx: Tx, prepared: Sequence[tuple[Event, object]], *, stamp: bool) -> list[int]:
         if not prepared:
             return []
-        if self.dialect.event_append_lock_sql:
-            tx.rows(self.dialect.event_append_lock_sql)  # serializes appends: seq order = commit order
+        # The append lock serializes appends (seq order = commit order). Where it is a statement of its own
+        # (PostgreSQL), it rides in the first statement that needs it: the clock read, or else the INSERT.
         if stamp:
-            clock = tx.one("SELECT " + self.dialect.clock_sql)
+            clock_sql = "SELECT " + self.dialect.clock_sql
+            clock = tx.one(clock_sql if tx.append_locked else self.dialect.with_append_lock(clock_sql))
+            tx.append_locked = True
             assert clock is not None
             now = self.dialect.ts_out(clock[0])
             at_in = self.dialect.ts_in(now)
@@ -171,8 +174,13 @@ class RunsSql(StoreCore):
             chunk = prepared[start:start + EVENTS_PER_INSERT]
             params = [value for event, at in chunk
                       for value in (event.run_id, event.event_type.value, at, event.model_dump_json())]
-            rows = tx.rows("INSERT INTO events (run_id, event_type, at, body) VALUES "
-                           + ", ".join(["(?, ?, ?, {json})"] * len(chunk)) + " RETURNING seq", params)
+            values = ", ".join(["(?, ?, ?, {json})"] * len(chunk))
+            if tx.append_locked:
+                insert = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {values}"
+            else:
+                insert = self.dialect.insert_with_append_lock("events", _EVENT_COLUMNS, values)
+            rows = tx.rows(insert + " RETURNING seq", params)
+            tx.append_locked = True
             assert len(rows) == len(chunk)
             # Rows of one VALUES list take their seqs in list order (the append lock keeps other writers out);
             # neither backend promises RETURNING's row order, so the seqs are put back in that order.

@@ -44,7 +44,7 @@ class Tx:
     def take_append_lock(self) -> None:
         """Take the event append lock (where the dialect has one) unless this transaction holds it already."""
         if self._dialect.event_append_lock_sql and not self.append_locked:
-            self.rows(self._dialect.event_append_lock_sql)
+            self.send(self._dialect.event_append_lock_sql)
         self.append_locked = True
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -55,6 +55,19 @@ class Tx:
         if self._cursor.description is None:
             return []
         return [tuple(row) for row in self._cursor.fetchall()]
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Execute store SQL whose result the caller does not read.
+
+        In a pipelined transaction (PostgreSQL writes) the statement is queued
+        and its outcome collected with the next statement's, in the same round
+        trip; the server still runs the two one after the other, so the next
+        one starts (and takes its snapshot) only once this one has finished.
+        An error surfaces at the next statement or at the commit, and the
+        transaction rolls back as for any failed statement. Elsewhere this is
+        `rows` with the rows dropped.
+        """
+        self._cursor.execute(self._dialect.render(sql), tuple(params))
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         found = self.rows(sql, params)

@@ -146,7 +146,7 @@ class HandoffSql(StoreCore):
                 (owner, epoch + 1, duration, run_id),
             )
             assert row is not None
-            tx.rows("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
+            tx.send("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
             if checkpoint is not None:  # CheckpointsSql, in SqlStore: chained after the expected checkpoint
                 self._append_in(tx, checkpoint, body)  # type: ignore[attr-defined]
             seqs = self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from baton.models.checkpoint import RunKind
 from baton.models.events import CATALOG_EVENT_RUN_ID, Event, EventType
 from baton.store.core import Row, StoreCore, Tx, json_text
 from baton.store.dialect import require_aware
-from baton.store.records import RUN_STATUSES, RunRecord
+from baton.store.records import RUN_STATUSES, Lease, RunRecord
 
 EVENTS_PER_INSERT = 100
 """Events written by one multi-row INSERT (400 parameters: far under either backend's limit)."""
@@ -84,6 +84,21 @@ class RunsSql(StoreCore):
         with self._tx(write=False) as tx:
             row = self._run_row(tx, run_id)
         return self._run(row)
+
+    def get_run_and_lease(self, run_id: str) -> tuple[RunRecord, Lease]:
+        """The run and its lease row, as `get_run` and `get_lease` return them, read by one statement."""
+        with self._tx(write=False) as tx:
+            row = tx.one(
+                f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS.split(', '))}, l.owner, l.epoch, l.expires_at "
+                "FROM runs r JOIN leases l ON l.run_id = r.run_id WHERE r.run_id = ?",
+                (run_id,),
+            )
+        if row is None:
+            raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+        owner, epoch, expires_at = row[8:]
+        lease = Lease(run_id=row[0], owner=owner, epoch=int(epoch),
+                      expires_at=None if expires_at is None else self.dialect.ts_out(expires_at))
+        return self._run(row[:8]), lease
 
     def list_runs(self, status: str | None = None) -> list[RunRecord]:
         """Runs in creation order, optionally only those with `status`."""

@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 
-from baton.errors import StoreError
+from baton.errors import RecordNotFoundError, StoreError
 from baton.models import EventType
 from baton.store import manifest_delta
 from baton.store.base import SqlStore
@@ -117,4 +117,36 @@ def test_a_failing_commit_is_an_error_and_nothing_commits(store: SqlStore) -> No
     assert store.list_events(run.run_id) == []
     assert store.execute_raw("SELECT COUNT(*) FROM deferred_check") == [(0,)]
     store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert len(store.list_events(run.run_id)) == 1
+
+
+def test_run_and_lease_in_one_statement(store: SqlStore) -> None:
+    run = new_run(store)
+    store.acquire_lease(run.run_id, "worker-1", 60, 0)
+    with counted_statements() as seen:
+        got_run, got_lease = store.get_run_and_lease(run.run_id)
+    assert len(seen) == 1
+    assert (got_run, got_lease) == (store.get_run(run.run_id), store.get_lease(run.run_id))
+    assert got_lease.owner == "worker-1" and got_lease.epoch == 1
+    with pytest.raises(RecordNotFoundError):
+        store.get_run_and_lease("no-such-run")
+
+
+def test_a_sent_statement_that_fails_rolls_the_transaction_back(store: SqlStore) -> None:
+    """`Tx.send` skips waiting for a result, never the error: it surfaces at the next statement or at COMMIT."""
+    run = new_run(store)
+    insert = "INSERT INTO events (run_id, event_type, at, body) VALUES (?, ?, {now}, {json})"
+    body = event(run.run_id, EventType.LEASE_ACQUIRED).model_dump_json()
+    with pytest.raises(StoreError, match="no_such_table"):
+        with store._tx() as tx:
+            tx.rows(insert, (run.run_id, "lease_acquired", body))
+            tx.send("SELECT * FROM no_such_table")
+            tx.rows("SELECT 1")
+    with pytest.raises(StoreError, match="no_such_table"):
+        with store._tx() as tx:
+            tx.rows(insert, (run.run_id, "lease_acquired", body))
+            tx.send("INSERT INTO no_such_table VALUES (1)")  # the last statement: its error comes with the commit
+    assert store.list_events(run.run_id) == []
+    with store._tx() as tx:
+        tx.send(insert, (run.run_id, "lease_acquired", body))
     assert len(store.list_events(run.run_id)) == 1

@@ -66,8 +66,10 @@ def count_rows(run: HandoffRun) -> tuple[list[str], list[list[str]]]:
             if not counts:
                 continue
             postgres = result.system.backend == "postgres"
-            # psycopg: a BEGIN and a COMMIT per write transaction; reads run in autocommit (issue 16)
-            trips = counts["statements"] + 2 * counts["write_transactions"]
+            # Reads run in autocommit; a write transaction runs in psycopg's pipeline mode, where BEGIN goes out
+            # with its first statement, a statement whose result is not read goes out with the next one, and
+            # COMMIT is one round trip of its own (issue 16)
+            trips = counts["statements"] - counts.get("sent", 0) + counts["write_transactions"]
             rows.append([result.system.label, phase, str(counts["transactions"]), str(counts["write_transactions"]),
                          str(counts["statements"]), str(counts["blob_reads"]), str(trips) if postgres else ""])
     return header, rows
@@ -138,8 +140,10 @@ def markdown_section(run: HandoffRun, machine: dict[str, object], command: str) 
             "its statements and a COMMIT; a write transaction ends in a durable commit), SQL statements, and blob "
             "reads (blobs fetched, each verified against its hash; SQL blobs are fetched level by level, several per "
             "query, in one read transaction per restore). Round trips to PostgreSQL are estimated as statements "
-            "plus a BEGIN and a COMMIT per write transaction (on PostgreSQL a read transaction runs in autocommit "
-            "mode, so it sends neither).",
+            "plus a COMMIT per write transaction, less the statements sent along with the next one (on PostgreSQL a "
+            "read transaction runs in autocommit mode, so it sends no BEGIN and no COMMIT; a write transaction runs "
+            "in pipeline mode, so its BEGIN goes out with its first statement, and a statement whose result is not "
+            "read, such as the event lock, with the next).",
             "",
             report.md_table(*counted),
             "",

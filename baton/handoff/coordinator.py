@@ -179,9 +179,8 @@ class HandoffCoordinator:
         source answers it), then the phase's findings (sealed checkpoint, target
         selection and gate decision, or the refusal and the abort) together.
         """
-        run = self.store.get_run(request.run_id)
+        run, lease = self.store.get_run_and_lease(request.run_id)
         source_name = run.placement
-        lease = self.store.get_lease(request.run_id)
         request_seq = self._append([self._event(
             EventType.HANDOFF_REQUESTED, request.run_id, reason=request.reason, source_placement=source_name,
             source_epoch=lease.epoch, detail={"source_alive": request.source_alive,

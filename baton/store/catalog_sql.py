@@ -37,6 +37,14 @@ CATALOG_VERSION_SQL = (
 )
 """The catalog's version: the seq of its last change (each change stamps the rows it writes); 0 while empty."""
 
+_SNAPSHOT_SQL = (
+    f"SELECT 'v', NULL, CAST(({CATALOG_VERSION_SQL}) AS TEXT)"
+    " UNION ALL SELECT 'p', name, CAST(record AS TEXT) FROM catalog_placements"
+    " UNION ALL SELECT 'r', release_id, NULL FROM catalog_releases WHERE state = 'published'"
+    " ORDER BY 1, 2"
+)
+"""The catalog's version, every placement (by name) and the published releases' ids, in one statement."""
+
 
 def _event(event_type: EventType, *, release_id: str | None, reason: str | None, detail: dict[str, JsonValue]) -> Event:
     return Event(event_type=event_type, run_id=CATALOG_EVENT_RUN_ID, at=_EPOCH, release_id=release_id,
@@ -66,14 +74,25 @@ class CatalogSql(RunsSql):
         return self.catalog_snapshot(offered_only=offered_only)[1]
 
     def catalog_snapshot(self, *, offered_only: bool = True) -> tuple[int, list[Placement]]:
-        """The catalog's version (`CATALOG_VERSION_SQL`) and its placements (as `catalog_placements`), read together."""
+        """The catalog's version (`CATALOG_VERSION_SQL`) and its placements (as `catalog_placements`), read together.
+
+        One statement, so on PostgreSQL the version and the rows come from one snapshot too.
+        """
         with self._tx(write=False) as tx:
-            version = tx.one(CATALOG_VERSION_SQL)
-            placements = self._placement_rows(tx)
-            published = {row[0] for row in self._release_rows(tx) if row[3] is ReleaseState.PUBLISHED}
+            rows = tx.rows(_SNAPSHOT_SQL)
+        version = 0
+        placements: list[Placement] = []
+        published: set[str] = set()
+        for kind, key, value in rows:
+            if kind == "v":
+                version = int(value)
+            elif kind == "p":
+                placements.append(Placement.model_validate(self.dialect.json_out(value)))
+            else:
+                published.add(str(key))
         if not offered_only:
-            return int(version[0]) if version else 0, placements
-        return int(version[0]) if version else 0, [
+            return version, placements
+        return version, [
             p.model_copy(update={"supported_release_ids": tuple(r for r in p.supported_release_ids if r in published)})
             for p in placements
         ]
@@ -94,8 +113,7 @@ class CatalogSql(RunsSql):
     # -- writes --------------------------------------------------------------------------------
 
     def _lock_catalog(self, tx: Tx) -> None:
-        if self.dialect.event_append_lock_sql:
-            tx.rows(self.dialect.event_append_lock_sql)
+        tx.take_append_lock()
 
     def _append_one(self, tx: Tx, event: Event) -> int:
         return self._insert_events(tx, [(event, self.dialect.ts_in(event.at))], stamp=True)[0]

@@ -21,6 +21,15 @@ _CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind, p
 _BODY_CACHE_LIMIT = 256
 
 
+def _stored_row(row: Row) -> manifest_delta.StoredRow:
+    """A row of `_CKPT_COLUMNS` as rebuilding needs it."""
+    checkpoint_id, _run_id, seq, stored_hash, text, kind, parent_id = row
+    return manifest_delta.StoredRow(
+        str(checkpoint_id), int(seq), str(stored_hash), None if parent_id is None else str(parent_id),
+        str(kind), str(text),
+    )
+
+
 class CheckpointsSql(BlobsSql):
     """Append and read checkpoints; every read re-validates the seal."""
 
@@ -36,13 +45,21 @@ class CheckpointsSql(BlobsSql):
             cache.clear()
         cache[checkpoint_id] = body
 
-    def _full_body(self, tx: Tx, run_id: str, row: manifest_delta.StoredRow) -> dict[str, Any]:
-        """The whole body of `row`, rebuilding a delta from its parent (cached) or its last full ancestor."""
+    def _full_body(
+        self, tx: Tx, run_id: str, row: manifest_delta.StoredRow,
+        since_full: Sequence[manifest_delta.StoredRow] | None = None,
+    ) -> dict[str, Any]:
+        """The whole body of `row`, rebuilding a delta from its parent (cached) or its last full ancestor.
+
+        `since_full`, when the caller read them already: the run's rows from the last full one up to `row`.
+        """
         if row.kind == manifest_delta.FULL:
             return dict(json.loads(row.text))
         parent = self._body_cache().get(row.parent_checkpoint_id or "")
         if parent is not None:
             return manifest_delta.apply(parent, row)
+        if since_full:
+            return manifest_delta.rebuild(since_full)
         rows = tx.rows(
             "SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body FROM checkpoints "
             "WHERE run_id = ? AND seq <= ? AND seq >= "
@@ -55,14 +72,12 @@ class CheckpointsSql(BlobsSql):
             for r in rows
         )
 
-    def _checkpoint(self, tx: Tx, row: Row) -> ExecutionCheckpoint:
+    def _checkpoint(self, tx: Tx, row: Row, since_full: Sequence[Row] = ()) -> ExecutionCheckpoint:
+        """The checkpoint of `row` (`_CKPT_COLUMNS`), validated; `since_full` as `_full_body`'s, in those columns."""
         checkpoint_id, run_id, seq, stored_hash, text, kind, parent_id = row
-        stored = manifest_delta.StoredRow(
-            str(checkpoint_id), int(seq), str(stored_hash), None if parent_id is None else str(parent_id),
-            str(kind), str(text),
-        )
+        stored = _stored_row(row)
         try:
-            body = self._full_body(tx, run_id, stored)
+            body = self._full_body(tx, run_id, stored, [_stored_row(r) for r in since_full] or None)
             ckpt = ExecutionCheckpoint.model_validate(body)
         except (ValidationError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointIntegrityError(f"checkpoint {checkpoint_id}: stored body does not validate: {exc}") from exc
@@ -211,10 +226,19 @@ class CheckpointsSql(BlobsSql):
     def latest_checkpoint(self, run_id: str) -> ExecutionCheckpoint | None:
         """The run's highest-seq checkpoint, or None if it has none."""
         with self._tx(write=False) as tx:
-            row = tx.one(
-                f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
+            # The newest row and the rows since the last full one, which rebuilding a delta needs: one statement
+            # (at most FULL_EVERY rows), not a second query after the first.
+            rows = tx.rows(
+                f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? AND seq >= COALESCE("
+                "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND body_kind = 'full'), "
+                "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ?)) ORDER BY seq",
+                (run_id, run_id, run_id),
             )
-            return None if row is None else self._checkpoint(tx, row)
+            if not rows:
+                return None
+            if rows[0][5] != manifest_delta.FULL:  # no full row to start from (a damaged run): as for any row
+                return self._checkpoint(tx, rows[-1])
+            return self._checkpoint(tx, rows[-1], rows)
 
     def list_checkpoints(self, run_id: str) -> list[ExecutionCheckpoint]:
         """The run's checkpoints in seq order."""

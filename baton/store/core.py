@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Self
 
@@ -34,16 +34,40 @@ def json_text(value: Any, what: str) -> str:
 class Tx:
     """One open transaction: run rendered SQL and fetch rows."""
 
-    def __init__(self, conn: Any, dialect: Dialect) -> None:
+    def __init__(self, conn: Any, dialect: Dialect, after_execute: Callable[[], None] | None = None) -> None:
         self._cursor = conn.cursor()
         self._dialect = dialect
+        self._after_execute = after_execute  # e.g. collect a pipelined statement's result before reading it
+        self.append_locked = False
+        """True once this transaction holds the event append lock (it is held until the transaction ends)."""
+
+    def take_append_lock(self) -> None:
+        """Take the event append lock (where the dialect has one) unless this transaction holds it already."""
+        if self._dialect.event_append_lock_sql and not self.append_locked:
+            self.send(self._dialect.event_append_lock_sql)
+        self.append_locked = True
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Execute store SQL (macros and `?` placeholders) and return its rows, if any."""
         self._cursor.execute(self._dialect.render(sql), tuple(params))
+        if self._after_execute is not None:
+            self._after_execute()
         if self._cursor.description is None:
             return []
         return [tuple(row) for row in self._cursor.fetchall()]
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Execute store SQL whose result the caller does not read.
+
+        In a pipelined transaction (PostgreSQL writes) the statement is queued
+        and its outcome collected with the next statement's, in the same round
+        trip; the server still runs the two one after the other, so the next
+        one starts (and takes its snapshot) only once this one has finished.
+        An error surfaces at the next statement or at the commit, and the
+        transaction rolls back as for any failed statement. Elsewhere this is
+        `rows` with the rows dropped.
+        """
+        self._cursor.execute(self._dialect.render(sql), tuple(params))
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         found = self.rows(sql, params)
@@ -52,6 +76,8 @@ class Tx:
     def ddl(self, statement: str) -> None:
         """Execute a DDL statement verbatim, without parameters."""
         self._cursor.execute(statement)
+        if self._after_execute is not None:
+            self._after_execute()
 
 
 class StoreCore(ABC):
@@ -87,6 +113,10 @@ class StoreCore(ABC):
 
     @abstractmethod
     def _rollback(self, conn: Any) -> None: ...
+
+    def _after_execute(self, conn: Any) -> Callable[[], None] | None:
+        """What `Tx` calls after each statement of the transaction just begun (None: nothing)."""
+        return None
 
     @abstractmethod
     def _is_db_error(self, exc: BaseException) -> bool:
@@ -145,7 +175,7 @@ class StoreCore(ABC):
         try:
             try:
                 self._begin(conn, write)
-                yield Tx(conn, self.dialect)
+                yield Tx(conn, self.dialect, self._after_execute(conn))
                 self._commit(conn)
             except BaseException as exc:
                 self._rollback_quietly(conn)

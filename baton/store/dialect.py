@@ -107,6 +107,32 @@ class Dialect(ABC):
     event_append_lock_sql: str | None = None
     """Run before inserting an event, so event seq order equals commit order."""
 
+    def with_append_lock(self, select: str) -> str:
+        """`select` (a SELECT of volatile functions only, no table) run once the event append lock is held.
+
+        One statement instead of two where the lock is a statement of its own
+        (PostgreSQL). Only for what is evaluated after the lock, such as the
+        clock: a READ COMMITTED statement's snapshot is taken before it waits
+        for the lock, so a read that must see the last holder's writes needs
+        a statement of its own after the lock.
+        """
+        if not self.event_append_lock_sql:
+            return select
+        assert select.startswith("SELECT ")
+        return f"{select} FROM ({self.event_append_lock_sql} OFFSET 0) AS append_lock"
+
+    def insert_with_append_lock(self, table: str, columns: str, rows: str) -> str:
+        """`INSERT INTO table (columns) VALUES rows` that takes the event append lock first, in one statement.
+
+        The rows reach the table only through a join with the lock's row, so
+        every row (and the value its identity column draws) comes after the
+        lock is held. Without a lock statement in the dialect: the plain INSERT.
+        """
+        if not self.event_append_lock_sql:
+            return f"INSERT INTO {table} ({columns}) VALUES {rows}"
+        return (f"WITH append_lock AS MATERIALIZED ({self.event_append_lock_sql}) "
+                f"INSERT INTO {table} ({columns}) SELECT new_rows.* FROM append_lock, (VALUES {rows}) AS new_rows")
+
 
 def check_duration(seconds: float) -> float:
     """A duration must be finite and non-negative."""

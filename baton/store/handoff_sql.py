@@ -73,8 +73,7 @@ class HandoffSql(StoreCore):
     def _catalog_version(self, tx: Tx) -> int:
         """The catalog's version, read after taking the lock every catalog change takes first (PostgreSQL; SQLite's
         write transaction excludes other writers already)."""
-        if self.dialect.event_append_lock_sql:
-            tx.rows(self.dialect.event_append_lock_sql)
+        tx.take_append_lock()  # a statement of its own: the version read must see the last holder's change
         row = tx.one(CATALOG_VERSION_SQL)
         return int(row[0]) if row else 0
 
@@ -147,7 +146,7 @@ class HandoffSql(StoreCore):
                 (owner, epoch + 1, duration, run_id),
             )
             assert row is not None
-            tx.rows("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
+            tx.send("UPDATE runs SET placement = ?, updated_at = {now} WHERE run_id = ?", (placement, run_id))
             if checkpoint is not None:  # CheckpointsSql, in SqlStore: chained after the expected checkpoint
                 self._append_in(tx, checkpoint, body)  # type: ignore[attr-defined]
             seqs = self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]

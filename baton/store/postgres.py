@@ -31,6 +31,10 @@ _APPEND_ONLY_FUNCTION = (
 )
 
 
+class StoreRollback(Exception):
+    """Passed to a pipeline being left because its transaction rolls back (never raised)."""
+
+
 class PostgresDialect(Dialect):
     name = "postgres"
     # statement_timestamp(): one value per statement, taken when the server receives it.
@@ -76,8 +80,12 @@ class PostgresStore(SqlStore):
 
     backend = "postgres"
 
+    pipeline_writes = True
+    """Write transactions in psycopg's pipeline mode (see `_begin`)."""
+
     def __init__(self, url: str, *, connect_timeout_s: int = 10, migrate: bool = True) -> None:
         super().__init__()
+        self._pipelines: dict[int, tuple[Any, psycopg.Pipeline]] = {}  # connection id -> its write transaction's pipeline
         self.url = url
         self.connect_timeout_s = connect_timeout_s
         self.dialect = PostgresDialect()
@@ -103,22 +111,48 @@ class PostgresStore(SqlStore):
         return not conn.closed and not conn.broken
 
     def _begin(self, conn: Any, write: bool) -> None:
-        # With autocommit off, psycopg opens a write transaction at the first statement (a BEGIN
-        # round trip of its own) and commits it with another. A read runs in autocommit instead:
-        # under READ COMMITTED every statement takes its own snapshot inside a transaction too,
-        # so the reads see exactly what they would, without the BEGIN and COMMIT round trips.
+        # A read runs in autocommit: under READ COMMITTED every statement takes its own snapshot
+        # inside a transaction too, so the reads see exactly what they would, without the BEGIN and
+        # COMMIT round trips. A write transaction runs in pipeline mode: BEGIN goes out with the
+        # first statement and COMMIT with the closing sync, not each in a round trip of its own.
+        # Every statement is still synced (its result or error collected) before the next is sent,
+        # so the transaction runs statement by statement exactly as without the pipeline.
         if not write:
             conn.autocommit = True
+            return
+        if self.pipeline_writes:
+            pipeline = conn.pipeline()
+            self._pipelines[id(conn)] = (pipeline, pipeline.__enter__())  # no round trip: libpq only switches modes
+
+    def _after_execute(self, conn: Any) -> Any:
+        pipeline = self._pipelines.get(id(conn))
+        return None if pipeline is None else pipeline[1].sync
 
     def _commit(self, conn: Any) -> None:
         if conn.autocommit:
             conn.autocommit = False
             return
-        conn.commit()
+        pipeline = self._pipelines.pop(id(conn), (None, None))[0]
+        if pipeline is None:
+            conn.commit()
+            return
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("COMMIT")  # queued; the pipeline's closing sync sends it and waits for its result
+        except BaseException as exc:
+            pipeline.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        pipeline.__exit__(None, None, None)  # raises if the COMMIT failed
 
     def _rollback(self, conn: Any) -> None:
+        pipeline = self._pipelines.pop(id(conn), (None, None))[0]
         if conn.closed:
             return
+        if pipeline is not None:
+            # Leave pipeline mode, collecting whatever is still pending (errors only logged: the
+            # transaction is being rolled back anyway).
+            error = StoreRollback("rolling back")
+            pipeline.__exit__(StoreRollback, error, None)
         if conn.autocommit:
             conn.autocommit = False
             return

@@ -10,10 +10,11 @@ from baton.models.checkpoint import RunKind
 from baton.models.events import CATALOG_EVENT_RUN_ID, Event, EventType
 from baton.store.core import Row, StoreCore, Tx, json_text
 from baton.store.dialect import require_aware
-from baton.store.records import RUN_STATUSES, RunRecord
+from baton.store.records import RUN_STATUSES, Lease, RunRecord
 
 EVENTS_PER_INSERT = 100
 """Events written by one multi-row INSERT (400 parameters: far under either backend's limit)."""
+_EVENT_COLUMNS = "run_id, event_type, at, body"
 _RUN_COLUMNS = "run_id, kind, release_id, placement, status, created_at, updated_at, detail"
 
 
@@ -83,6 +84,21 @@ class RunsSql(StoreCore):
         with self._tx(write=False) as tx:
             row = self._run_row(tx, run_id)
         return self._run(row)
+
+    def get_run_and_lease(self, run_id: str) -> tuple[RunRecord, Lease]:
+        """The run and its lease row, as `get_run` and `get_lease` return them, read by one statement."""
+        with self._tx(write=False) as tx:
+            row = tx.one(
+                f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS.split(', '))}, l.owner, l.epoch, l.expires_at "
+                "FROM runs r JOIN leases l ON l.run_id = r.run_id WHERE r.run_id = ?",
+                (run_id,),
+            )
+        if row is None:
+            raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+        owner, epoch, expires_at = row[8:]
+        lease = Lease(run_id=row[0], owner=owner, epoch=int(epoch),
+                      expires_at=None if expires_at is None else self.dialect.ts_out(expires_at))
+        return self._run(row[:8]), lease
 
     def list_runs(self, status: str | None = None) -> list[RunRecord]:
         """Runs in creation order, optionally only those with `status`."""
@@ -158,10 +174,12 @@ class RunsSql(StoreCore):
     def _insert_events(self, tx: Tx, prepared: Sequence[tuple[Event, object]], *, stamp: bool) -> list[int]:
         if not prepared:
             return []
-        if self.dialect.event_append_lock_sql:
-            tx.rows(self.dialect.event_append_lock_sql)  # serializes appends: seq order = commit order
+        # The append lock serializes appends (seq order = commit order). Where it is a statement of its own
+        # (PostgreSQL), it rides in the first statement that needs it: the clock read, or else the INSERT.
         if stamp:
-            clock = tx.one("SELECT " + self.dialect.clock_sql)
+            clock_sql = "SELECT " + self.dialect.clock_sql
+            clock = tx.one(clock_sql if tx.append_locked else self.dialect.with_append_lock(clock_sql))
+            tx.append_locked = True
             assert clock is not None
             now = self.dialect.ts_out(clock[0])
             at_in = self.dialect.ts_in(now)
@@ -171,8 +189,13 @@ class RunsSql(StoreCore):
             chunk = prepared[start:start + EVENTS_PER_INSERT]
             params = [value for event, at in chunk
                       for value in (event.run_id, event.event_type.value, at, event.model_dump_json())]
-            rows = tx.rows("INSERT INTO events (run_id, event_type, at, body) VALUES "
-                           + ", ".join(["(?, ?, ?, {json})"] * len(chunk)) + " RETURNING seq", params)
+            values = ", ".join(["(?, ?, ?, {json})"] * len(chunk))
+            if tx.append_locked:
+                insert = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {values}"
+            else:
+                insert = self.dialect.insert_with_append_lock("events", _EVENT_COLUMNS, values)
+            rows = tx.rows(insert + " RETURNING seq", params)
+            tx.append_locked = True
             assert len(rows) == len(chunk)
             # Rows of one VALUES list take their seqs in list order (the append lock keeps other writers out);
             # neither backend promises RETURNING's row order, so the seqs are put back in that order.

@@ -151,6 +151,24 @@ def test_postgres_chain_query_is_only_a_hint(store: SqlStore) -> None:
         load_observations(blobs, forged)
 
 
+@pytest.mark.parametrize("link", [
+    b'"previous":"sha256:' + b"Z" * 64 + b'"',  # not hex
+    b'"previous":"sha256:' + b"AB" * 32 + b'"',  # upper case: not a link the chain query follows
+    b'"previous":"sha256:abc"',  # too short
+    b'"previous":"sha256:',  # cut off at the end
+    b"\xff\x00\\" + b'"previous":"sha256:' + b"\x80" * 64,  # bytes that are no text at all
+    b"no link here",
+])
+def test_postgres_chain_query_never_fails_on_content(store: SqlStore, link: bytes) -> None:
+    """Whatever a blob holds, following its link is a hint that stops, never an error."""
+    data = b'{"observation_refs":[],' + link + b',"total":0}'
+    ref = sha256_ref(data)
+    store.put_blobs({ref: data})
+    with store.blob_reader() as reader:
+        chain = reader.segment_chain(ref)
+    assert chain == ({ref: data} if store.backend == "postgres" else {})
+
+
 @pytest.mark.parametrize("kind", BLOB_KINDS)
 def test_restore_names_missing_and_corrupt_parts(kind: str, store: SqlStore, tmp_path: Path) -> None:
     blobs = blobs_for(kind, store, tmp_path)

@@ -1,0 +1,152 @@
+"""Reads and writes of the handoff path in fewer statements, with the same results, on every SQL backend.
+
+Issue 16: the newest checkpoint with the rows its delta is rebuilt from, the
+catalog snapshot, and an event append with its lock each take one statement;
+PostgreSQL write transactions run in pipeline mode and still fail and roll
+back statement by statement (and at COMMIT) as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from baton.errors import RecordNotFoundError, StoreError
+from baton.models import EventType
+from baton.store import manifest_delta
+from baton.store.base import SqlStore
+from baton.store.core import Tx
+from builders.fixtures import Backend
+from builders.rows import chain, event, new_run
+
+
+@contextmanager
+def counted_statements() -> Iterator[list[str]]:
+    seen: list[str] = []
+    original = Tx.rows
+
+    def rows(handle: Tx, sql: str, params: Any = ()) -> Any:
+        seen.append(sql)
+        return original(handle, sql, params)
+
+    with mock.patch.object(Tx, "rows", rows):
+        yield seen
+
+
+@pytest.mark.parametrize("length", [1, 5, manifest_delta.FULL_EVERY, manifest_delta.FULL_EVERY + 7])
+def test_latest_checkpoint_is_one_statement_from_a_fresh_store(store: SqlStore, backend: Backend, length: int) -> None:
+    run = new_run(store)
+    ckpts = chain(run.run_id, length)
+    for ckpt in ckpts:
+        store.append_checkpoint(ckpt)
+    fresh = backend.open()  # no bodies remembered: the delta is rebuilt from its last full ancestor
+    try:
+        with counted_statements() as seen:
+            assert fresh.latest_checkpoint(run.run_id) == ckpts[-1]
+        assert len(seen) == 1
+        assert fresh.latest_checkpoint(new_run(fresh).run_id) is None
+        assert fresh.list_checkpoints(run.run_id) == ckpts
+    finally:
+        fresh.close()
+
+
+def test_catalog_snapshot_is_one_statement(store: SqlStore) -> None:
+    from baton.catalog.seed import seed_catalog
+
+    seed_catalog(store)
+    placements = store.catalog_placements(offered_only=False)
+    published = {r.release_id for r in store.catalog_releases() if r.state.value == "published"}
+    with counted_statements() as seen:
+        version, offered = store.catalog_snapshot()
+    assert len(seen) == 1
+    assert version > 0
+    assert [p.name for p in offered] == sorted(p.name for p in placements)
+    for placement, listed in zip(sorted(placements, key=lambda p: p.name), offered, strict=True):
+        assert listed.supported_release_ids == tuple(r for r in placement.supported_release_ids if r in published)
+    assert store.catalog_snapshot(offered_only=False) == (version, sorted(placements, key=lambda p: p.name))
+
+
+def test_event_append_takes_its_lock_in_the_same_statement(store: SqlStore) -> None:
+    run = new_run(store)
+    with counted_statements() as seen:
+        first = store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert len(seen) == 1
+    with counted_statements() as seen:
+        second = store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)] * 3, stamp=True)
+    assert len(seen) == 2  # the clock (read once the lock is held), then the rows
+    assert first[0] < second[0] < second[1] < second[2]
+    times = [e.at for _, e in store.list_events(run.run_id)]
+    assert times == sorted(times)
+    with store.atomic():  # a second append in one transaction does not take the lock again
+        with counted_statements() as seen:
+            store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+            store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert len(seen) == 2
+    assert len(store.list_events(run.run_id)) == 6
+
+
+def test_a_failing_statement_rolls_the_write_back_and_the_connection_stays_usable(store: SqlStore) -> None:
+    run = new_run(store)
+    with pytest.raises(StoreError):
+        with store.atomic():
+            store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+            store.execute_raw("SELECT * FROM no_such_table")
+    assert store.list_events(run.run_id) == []
+    with pytest.raises(RuntimeError):
+        with store.atomic():
+            store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+            raise RuntimeError("the caller gives up")
+    assert store.list_events(run.run_id) == []
+    store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert len(store.list_events(run.run_id)) == 1
+
+
+def test_a_failing_commit_is_an_error_and_nothing_commits(store: SqlStore) -> None:
+    if store.backend != "postgres":
+        pytest.skip("a deferred constraint that fails at COMMIT is a PostgreSQL case")
+    store.execute_raw("CREATE TEMP TABLE deferred_check (x INT UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+    run = new_run(store)
+    with pytest.raises(StoreError, match="deferred_check|duplicate"):
+        with store.atomic():
+            store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+            store.execute_raw("INSERT INTO deferred_check VALUES (1), (1)")  # refused only at COMMIT
+    assert store.list_events(run.run_id) == []
+    assert store.execute_raw("SELECT COUNT(*) FROM deferred_check") == [(0,)]
+    store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert len(store.list_events(run.run_id)) == 1
+
+
+def test_run_and_lease_in_one_statement(store: SqlStore) -> None:
+    run = new_run(store)
+    store.acquire_lease(run.run_id, "worker-1", 60, 0)
+    with counted_statements() as seen:
+        got_run, got_lease = store.get_run_and_lease(run.run_id)
+    assert len(seen) == 1
+    assert (got_run, got_lease) == (store.get_run(run.run_id), store.get_lease(run.run_id))
+    assert got_lease.owner == "worker-1" and got_lease.epoch == 1
+    with pytest.raises(RecordNotFoundError):
+        store.get_run_and_lease("no-such-run")
+
+
+def test_a_sent_statement_that_fails_rolls_the_transaction_back(store: SqlStore) -> None:
+    """`Tx.send` skips waiting for a result, never the error: it surfaces at the next statement or at COMMIT."""
+    run = new_run(store)
+    insert = "INSERT INTO events (run_id, event_type, at, body) VALUES (?, ?, {now}, {json})"
+    body = event(run.run_id, EventType.LEASE_ACQUIRED).model_dump_json()
+    with pytest.raises(StoreError, match="no_such_table"):
+        with store._tx() as tx:
+            tx.rows(insert, (run.run_id, "lease_acquired", body))
+            tx.send("SELECT * FROM no_such_table")
+            tx.rows("SELECT 1")
+    with pytest.raises(StoreError, match="no_such_table"):
+        with store._tx() as tx:
+            tx.rows(insert, (run.run_id, "lease_acquired", body))
+            tx.send("INSERT INTO no_such_table VALUES (1)")  # the last statement: its error comes with the commit
+    assert store.list_events(run.run_id) == []
+    with store._tx() as tx:
+        tx.send(insert, (run.run_id, "lease_acquired", body))
+    assert len(store.list_events(run.run_id)) == 1

@@ -42,6 +42,7 @@ from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.parent_watch import detached_child, die_with_parent
 from baton.ablation import warn_if_ablated
 from baton.approval_policy import ApprovalRequest, PolicyApprover
 from baton.approval_signing import sign_approval
@@ -301,8 +302,10 @@ class AuthorityServiceProcess:
         """A secret that authenticates `caller` (a lease owner name) to this authority; give it to that process only."""
         return self.callers.provision(caller)
 
-    def start(self, timeout_s: float = 30.0) -> AuthorityServiceProcess:
-        """Create the keys if needed (in this parent, before any worker starts), start, wait for /health."""
+    def start(self, timeout_s: float = 30.0, *, detached: bool = False) -> AuthorityServiceProcess:
+        """Create the keys if needed (in this parent, before any worker starts), start, wait for /health.
+
+        `detached`: in its own process group, stopped only by this process (`baton.parent_watch`)."""
         KeyRing.load_or_create(self.keys_dir)
         KeyRing.load_or_create(self.keys_dir / APPROVER_DIR)
         self.callers.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -314,7 +317,8 @@ class AuthorityServiceProcess:
         if self.approval_ttl_s is not None:
             command += ["--approval-ttl", str(self.approval_ttl_s)]
         log = open(self.keys_dir / "service.log", "ab")  # noqa: SIM115 - handed to the child
-        self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                      **(detached_child() if detached else {}))
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -359,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve the authority on a free loopback port, written to `KEYS/port`."""
     import uvicorn
 
+    die_with_parent()
     from baton.placements import load_placements
     from baton.store.factory import open_store
 

@@ -183,14 +183,14 @@ class Fleet:
         """Start the web application (sessions, CSRF, drafts; submissions checked against the authority's keys)."""
         webapp = webapp_process(target_data_dir("webapp", self.home), trust=self.home / "authority" / JWKS_FILE)
         cleanup.callback(webapp.stop)
-        return webapp.start()
+        return webapp.start(detached=True)
 
     def _git_remote(self, cleanup: contextlib.ExitStack) -> ServiceProcess:
         """Start the git remote of the coding runs, checking capabilities itself (stopped by `cleanup`)."""
         trust = self.home / "authority" / JWKS_FILE
         remote = git_remote_process(target_data_dir("git", self.home), guard=PUSH_POLICY.arguments(trust))
         cleanup.callback(remote.stop)
-        return remote.start()
+        return remote.start(detached=True)
 
     def _services(self, cleanup: contextlib.ExitStack) -> tuple[ServiceProcess, ServiceProcess]:
         """Start the deploy and corpus services (stopped by `cleanup` whatever happens)."""
@@ -200,13 +200,13 @@ class Fleet:
                                        seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s,
                                        guard=TargetPolicy(DEPLOY).arguments(trust))
         cleanup.callback(deploy.stop)
-        deploy.start()
+        deploy.start(detached=True)
         corpus = ServiceProcess.corpus(target_data_dir("corpus", self.home), seed=c.seed,
                                        drift_every_s=c.drift_every_s,
                                        guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE,
                                                           artifact_field="report_hash").arguments(trust))
         cleanup.callback(corpus.stop)
-        corpus.start()
+        corpus.start(detached=True)
         return deploy, corpus
 
     def _authority(self, cleanup: contextlib.ExitStack) -> AuthorityServiceProcess:
@@ -216,7 +216,7 @@ class Fleet:
         url = self.config.database_url or f"sqlite:///{self.home / 'baton.db'}"
         authority = AuthorityServiceProcess(self.home / "authority", url, catalog=catalog)
         cleanup.callback(authority.stop)
-        return authority.start()
+        return authority.start(detached=True)
 
     def _supervisor(self, names: list[str], authority: AuthorityServiceProcess) -> Supervisor:
         c = self.config

@@ -33,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from baton.parent_watch import die_with_parent
 from baton.ablation import warn_if_ablated
 from baton.errors import CapabilityError, FencedTokenError, IdempotencyConflictError, PayloadMismatchError
 from baton.fencing import FencingToken
@@ -203,6 +204,7 @@ def service_arguments(description: str) -> argparse.ArgumentParser:
 
 def serve(app: FastAPI, host: str, port: int, port_file: Path) -> None:
     """Bind, publish the bound port in `port_file` (atomically), then serve until SIGTERM."""
+    die_with_parent()
     warn_if_ablated(f"target service {app.title!r}")
     import uvicorn
 

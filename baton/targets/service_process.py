@@ -23,6 +23,7 @@ from typing import Self
 
 import httpx
 
+from baton.parent_watch import detached_child
 from baton.targets.http_server import PORT_FILE
 
 DEPLOY_MODULE = "baton.targets.deploy_service"
@@ -73,8 +74,10 @@ class ServiceProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self, timeout_s: float = 30.0) -> ServiceProcess:
-        """Start the service and return once it answers /health."""
+    def start(self, timeout_s: float = 30.0, *, detached: bool = False) -> ServiceProcess:
+        """Start the service and return once it answers /health.
+
+        `detached`: in its own process group, stopped only by this process (`baton.parent_watch`)."""
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +85,8 @@ class ServiceProcess:
         port_file.unlink(missing_ok=True)
         command = [sys.executable, "-m", self.module, "--data", str(self.data_dir), "--port", "0", *self.args]
         with open(self.data_dir / "service.log", "ab") as log:
-            self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          **(detached_child() if detached else {}))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

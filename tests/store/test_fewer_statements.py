@@ -105,9 +105,19 @@ def test_a_failing_statement_rolls_the_write_back_and_the_connection_stays_usabl
     assert len(store.list_events(run.run_id)) == 1
 
 
-def test_a_failing_commit_is_an_error_and_nothing_commits(store: SqlStore) -> None:
-    if store.backend != "postgres":
-        pytest.skip("a deferred constraint that fails at COMMIT is a PostgreSQL case")
+@pytest.fixture
+def postgres_store(postgres_url: str) -> Iterator[SqlStore]:
+    """A store on a fresh PostgreSQL database (the failing-COMMIT case below exists only there)."""
+    opened = Backend("postgres", postgres_url).open()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_a_failing_commit_is_an_error_and_nothing_commits(postgres_store: SqlStore) -> None:
+    """A deferred constraint is refused only at COMMIT, a PostgreSQL case."""
+    store = postgres_store
     store.execute_raw("CREATE TEMP TABLE deferred_check (x INT UNIQUE DEFERRABLE INITIALLY DEFERRED)")
     run = new_run(store)
     with pytest.raises(StoreError, match="deferred_check|duplicate"):

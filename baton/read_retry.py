@@ -16,6 +16,8 @@ from baton import clock
 READ_ATTEMPTS = 3
 READ_BACKOFF_S = 0.25
 """The first retry waits this long, each later one twice as long as the one before."""
+RETRY_STATUSES = frozenset({502, 503, 504})
+"""HTTP statuses of a service that is briefly unavailable: a read answered with one is asked again."""
 
 T = TypeVar("T")
 

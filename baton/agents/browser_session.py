@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from baton import chromium
-from baton.read_retry import retry_read
+from baton.read_retry import RETRY_STATUSES, retry_read
 
 if TYPE_CHECKING:  # Playwright is imported only when a browser is needed (it is an optional dependency)
     from playwright.sync_api import Browser, BrowserContext, Page
@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # Playwright is imported only when a browser is needed (it is
 _DRAFT_URL = re.compile(r"/drafts/([A-Za-z0-9_-]+)/page/1$")
 NO_ANSWER = "no_answer"
 """The error code of a step whose answer never came (timeout or transport error): it may have happened."""
-RETRY_STATUSES = frozenset({502, 503, 504})
 
 
 def _playwright_error() -> type[Exception]:

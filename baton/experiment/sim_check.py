@@ -30,8 +30,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from baton.chaos import ChaosReason
 from baton.experiment.calibration import Calibration, load_calibration
 from baton.experiment.engine import run_strategy
@@ -216,4 +214,4 @@ def check(worlds: int, *, seed: int = 7, model_runs: int = MODEL_RUNS, kinds: tu
 def share_gap(row: KindCheck) -> float | None:
     """The model's verified share less the real code's (positive: the model is more optimistic)."""
     sim, model = row.sim.verified_share, row.model.verified_share
-    return None if sim is None or model is None else float(np.round(model - sim, 4))
+    return None if sim is None or model is None else round(model - sim, 4)

@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from baton.agents.browser_session import _DRAFT_URL, NO_ANSWER, RETRY_STATUSES, BrowserStepError, refusal_error
-from baton.read_retry import retry_read
+from baton.agents.browser_session import _DRAFT_URL, NO_ANSWER, BrowserStepError, refusal_error
+from baton.read_retry import RETRY_STATUSES, retry_read
 
 
 @dataclass

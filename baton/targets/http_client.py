@@ -29,7 +29,7 @@ from baton import fault_points
 from baton.errors import TargetRejectedError, TargetUnavailableError
 from baton.fencing import FencingToken
 from baton.models.operation import OperationState
-from baton.read_retry import retry_read
+from baton.read_retry import RETRY_STATUSES, retry_read
 from baton.targets.http_server import (
     CAPABILITY_HEADER,
     FENCING_EPOCH_HEADER,
@@ -39,9 +39,6 @@ from baton.targets.http_server import (
     ORIGIN_ENV,
     ORIGIN_HEADER,
 )
-
-
-_RETRY_STATUSES = frozenset({502, 503, 504})
 
 
 class MutationClient:
@@ -69,7 +66,7 @@ class MutationClient:
     def _read(self, path: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
         """GET `path`, asked again when its answer is lost or the service is briefly unavailable."""
         return retry_read(lambda: self._http.get(path, params=params), (httpx.TransportError,),
-                          again=lambda response: response.status_code in _RETRY_STATUSES)
+                          again=lambda response: response.status_code in RETRY_STATUSES)
 
     def _body(self, payload: Mapping[str, Any] | bytes) -> dict[str, Any]:
         """The request body for a gateway payload: a mapping, or JSON bytes (subclasses validate it)."""

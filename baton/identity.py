@@ -28,10 +28,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import json
 import math
 import re
 from decimal import Decimal
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 
 import rfc8785
@@ -76,53 +78,120 @@ def _decimal(value: Decimal) -> str:
 def _datetime(value: dt.datetime) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise CanonicalEncodingError(f"naive datetime {value!r}: every time in Baton carries a zone")
-    return value.astimezone(dt.timezone.utc).strftime(DATETIME_FORMAT)
+    utc = value.astimezone(dt.timezone.utc)
+    if utc.year >= 1000:  # isoformat pads the year to four digits, as strftime's %Y does from 1000 on
+        return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return utc.strftime(DATETIME_FORMAT)
+
+
+class _Plain:
+    """One walk of `plain_value`. With `for_json`, it also prepares the value for the standard library's
+    JSON encoder, which writes RFC 8785's bytes for everything except some floats and the key order of
+    some non-BMP keys: a whole float below 2**53 becomes the int RFC 8785 writes for it, and `unsafe` is
+    set when a float outside Python's and ECMAScript's shared plain-notation range or a key with a
+    character at or above U+E000 (where UTF-16 and code point order differ) is met."""
+
+    __slots__ = ("for_json", "unsafe")
+
+    def __init__(self, *, for_json: bool) -> None:
+        self.for_json = for_json
+        self.unsafe = False
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str or value is None or kind is bool:
+            return value
+        if kind is dict:
+            return self._object(value)
+        if kind is int:
+            return self._int(value) if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else self._large_int(value)
+        if kind is float:
+            return self._float(value)
+        if kind is list or kind is tuple:
+            return [self.value(item) for item in value]
+        return self._other(value)
+
+    @staticmethod
+    def _int(value: int) -> int:
+        return value
+
+    def _large_int(self, value: int) -> float:
+        # RFC 8785 numbers are IEEE doubles. A large whole double is written as digits, which
+        # read back as a Python int; that int (and only such) stands for the double again.
+        as_double = float(value) if abs(value) < 2**1024 else math.inf
+        if math.isinf(as_double) or rfc8785.dumps(as_double) != str(value).encode("ascii"):
+            raise CanonicalEncodingError(
+                f"integer {value} is outside the I-JSON range +-{MAX_SAFE_INTEGER} and is not how RFC 8785 "
+                "writes any double"
+            )
+        return self._float(as_double)
+
+    def _float(self, value: float) -> float | int:
+        if math.isnan(value) or math.isinf(value):
+            raise CanonicalEncodingError(f"non-finite float {value!r} has no canonical JSON form")
+        if self.for_json:
+            if value.is_integer():
+                if abs(value) <= MAX_SAFE_INTEGER:
+                    return int(value)
+                self.unsafe = True
+            elif not 1e-4 <= abs(value) < 1e16:
+                self.unsafe = True
+        return value
+
+    def _key(self, key: Any) -> str:
+        if not isinstance(key, str):
+            raise CanonicalEncodingError(f"object key {key!r} is not a string")
+        if self.for_json and not key.isascii() and max(key) >= "\ue000":
+            self.unsafe = True
+        return key
+
+    def _object(self, value: dict[Any, Any]) -> dict[str, Any]:
+        return {self._key(key): self.value(item) for key, item in value.items()}
+
+    def _other(self, value: Any) -> Any:
+        if isinstance(value, Enum):
+            return self.value(value.value)
+        if isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return self.value(int(value))
+        if isinstance(value, float):
+            return self._float(float(value))
+        if isinstance(value, Decimal):
+            return _decimal(value)
+        if isinstance(value, dt.datetime):
+            return _datetime(value)
+        if isinstance(value, dt.date):
+            return value.isoformat()
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return base64.b64encode(bytes(value)).decode("ascii")
+        if isinstance(value, BaseModel):
+            names, odd = _field_names(type(value))
+            if odd and self.for_json:
+                names = tuple(self._key(name) for name in names)
+            return {name: self.value(getattr(value, name)) for name in names}
+        if isinstance(value, dict):
+            return self._object(value)
+        if isinstance(value, (list, tuple)):
+            return [self.value(item) for item in value]
+        if isinstance(value, (set, frozenset)):
+            members = [plain_value(member) for member in value]
+            ordered = [item for _, item in sorted(((_encode(member), member) for member in members),
+                                                  key=lambda pair: pair[0])]
+            return [self.value(member) for member in ordered] if self.for_json else ordered
+        raise CanonicalEncodingError(f"type {type(value).__name__} has no canonical JSON form")
+
+
+@lru_cache(maxsize=None)
+def _field_names(model: type[BaseModel]) -> tuple[tuple[str, ...], bool]:
+    """A record type's declared field names, and whether any of them is not ASCII."""
+    names = tuple(model.model_fields)
+    return names, not all(name.isascii() for name in names)
 
 
 def plain_value(value: Any) -> Any:
     """`value` as plain JSON values (dict, list, str, int, float, bool, None) by the canonical rules."""
-    if isinstance(value, Enum):
-        return plain_value(value.value)
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        if abs(value) > MAX_SAFE_INTEGER:
-            # RFC 8785 numbers are IEEE doubles. A large whole double is written as digits, which
-            # read back as a Python int; that int (and only such) stands for the double again.
-            as_double = float(value) if abs(value) < 2**1024 else math.inf
-            if math.isinf(as_double) or rfc8785.dumps(as_double) != str(value).encode("ascii"):
-                raise CanonicalEncodingError(
-                    f"integer {value} is outside the I-JSON range +-{MAX_SAFE_INTEGER} and is not how RFC 8785 "
-                    "writes any double"
-                )
-            return as_double
-        return value
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise CanonicalEncodingError(f"non-finite float {value!r} has no canonical JSON form")
-        return value
-    if isinstance(value, Decimal):
-        return _decimal(value)
-    if isinstance(value, dt.datetime):
-        return _datetime(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, BaseModel):
-        return {name: plain_value(getattr(value, name)) for name in type(value).model_fields}
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CanonicalEncodingError(f"object key {key!r} is not a string")
-            out[key] = plain_value(item)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [plain_value(item) for item in value]
-    if isinstance(value, (set, frozenset)):
-        return [item for _, item in sorted((_encode(plain_value(member)), plain_value(member)) for member in value)]
-    raise CanonicalEncodingError(f"type {type(value).__name__} has no canonical JSON form")
+    return _Plain(for_json=False).value(value)
 
 
 def _encode(plain: Any) -> bytes:
@@ -136,19 +205,34 @@ def _encode(plain: Any) -> bytes:
         raise CanonicalEncodingError(f"value has no canonical JSON form: {exc}") from exc
 
 
+# Escapes exactly what RFC 8785 escapes (quote, backslash, controls; \b \f \n \r \t short, others \u00xx).
+_STDLIB_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def canonical_json(value: Any) -> bytes:
-    """Encode `value` as canonical JSON bytes (RFC 8785 over `plain_value`)."""
-    return _encode(plain_value(value))
+    """Encode `value` as canonical JSON bytes (RFC 8785 over `plain_value`).
 
-
-def sha256_ref(data: bytes) -> str:
-    """The content ref of raw bytes."""
-    return REF_PREFIX + hashlib.sha256(data).hexdigest()
+    The standard library's C encoder writes the bytes when the value holds nothing it would write
+    differently (see `_Plain`); otherwise the `rfc8785` package does. tests/unit/test_canonical_properties.py
+    holds both to an independent JCS implementation."""
+    walk = _Plain(for_json=True)
+    plain = walk.value(value)
+    if walk.unsafe:
+        return _encode(plain)
+    try:
+        return _STDLIB_JSON.encode(plain).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalEncodingError(f"value has no canonical JSON form: {exc}") from exc
 
 
 def ref_of(value: Any) -> str:
     """The content ref of a value's canonical JSON."""
     return sha256_ref(canonical_json(value))
+
+
+def sha256_ref(data: bytes) -> str:
+    """The content ref of raw bytes."""
+    return REF_PREFIX + hashlib.sha256(data).hexdigest()
 
 
 def is_ref(value: object) -> bool:

@@ -175,37 +175,97 @@ def _screen(pattern: re.Pattern[str] | str) -> _Screen:
     return _Screen(re.compile(_inline(pattern)), _NEEDLES.get(text), _inline(pattern).startswith("(?i:"))
 
 
+KEYWORD_OPERATORS = (":", "=", "!", ";", "(")
+"""Besides a keyword, every pattern of detect-secrets' keyword detector holds one of these (an assignment,
+a comparison, a call or a statement's end): a line with none of them is never flagged by it.
+tests/unit/test_secret_scan.py checks this against the detector's own patterns."""
+
+
+class _Detector(NamedTuple):
+    """One detect-secrets detector and the screens in front of it."""
+
+    plugin: Any
+    screens: tuple[_Screen, ...]  # at least one matches wherever the detector could
+    requires: tuple[str, ...]  # when not empty, a line the detector flags holds one of these too
+
+
+@lru_cache(maxsize=1)
+def _by_detector() -> tuple[_Detector, ...]:
+    with transient_settings(_SETTINGS):
+        plugins = [initialize.from_plugin_classname(name) for name in _PLUGINS]
+    detectors: list[_Detector] = []
+    for plugin in plugins:
+        patterns = getattr(plugin, "denylist", None)
+        if patterns is None:  # the keyword detector: each of its patterns embeds the keyword list
+            detectors.append(_Detector(plugin, (_screen(DENYLIST_REGEX),), KEYWORD_OPERATORS))
+        else:
+            detectors.append(_Detector(plugin, tuple(_screen(pattern) for pattern in patterns), ()))
+    return tuple(detectors)
+
+
 @lru_cache(maxsize=1)
 def _detectors() -> tuple[list[Any], list[_Screen]]:
     """The detector objects, and the patterns of which at least one matches wherever a detector could."""
-    with transient_settings(_SETTINGS):
-        plugins = [initialize.from_plugin_classname(name) for name in _PLUGINS]
-    patterns = [DENYLIST_REGEX] + [regex for plugin in plugins for regex in getattr(plugin, "denylist", ())]
-    # Separate searches: one alternation of all of them defeats each pattern's own optimizations.
-    return plugins, [_screen(pattern) for pattern in patterns]
+    detectors = _by_detector()
+    return [d.plugin for d in detectors], [screen for d in detectors for screen in d.screens]
+
+
+def _needles(folded: bool) -> frozenset[str]:
+    return frozenset(needle for screen in _detectors()[1] if screen.folded is folded
+                     for needle in screen.needles or ())
+
+
+_NEEDLE_SETS: dict[bool, frozenset[str]] = {}
+
+
+def _present(line: str, folded_line: str | None) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """The needles found in the line as written, and in the lower-cased line (None where no test is sound)."""
+    if not _NEEDLE_SETS:
+        _NEEDLE_SETS.update({False: _needles(False), True: _needles(True)})
+    exact = frozenset(needle for needle in _NEEDLE_SETS[False] if needle in line)
+    folded = (None if folded_line is None
+              else frozenset(needle for needle in _NEEDLE_SETS[True] if needle in folded_line))
+    return exact, folded
+
+
+def _passes(screen: _Screen, line: str, present: tuple[frozenset[str] | None, frozenset[str] | None]) -> bool:
+    """Whether `screen`'s pattern matches `line`; its regex runs only where one of its literals occurs."""
+    if screen.needles is not None:
+        found = present[1] if screen.folded else present[0]
+        if found is not None and found.isdisjoint(screen.needles):
+            return False
+    return screen.regex.search(line) is not None
+
+
+def _folded(line: str) -> str | None:
+    # Under IGNORECASE, non-ASCII letters match ASCII ones ('ſ' matches 's', 'K' (Kelvin) matches 'k'), so
+    # a lower-cased substring test is a sound filter only on ASCII text; other lines are searched in full.
+    return line.lower() if line.isascii() else None
 
 
 def screened(line: str) -> bool:
     """Whether any detector pattern matches `line`: the regex runs only where its literals occur."""
-    # Under IGNORECASE, non-ASCII letters match ASCII ones ('ſ' matches 's', 'K' (Kelvin) matches 'k'), so
-    # a lower-cased substring test is a sound filter only on ASCII text; other lines are searched in full.
-    folded = line.lower() if line.isascii() else None
-    for screen in _detectors()[1]:
-        if screen.needles is not None:
-            haystack = folded if screen.folded else line
-            if haystack is not None and not any(needle in haystack for needle in screen.needles):
-                continue
-        if screen.regex.search(line):
-            return True
-    return False
+    present = _present(line, _folded(line))
+    return any(_passes(screen, line, present) for screen in _detectors()[1])
+
+
+def _candidates(line: str) -> list[Any]:
+    """The detectors that could flag `line`: their own screens pass (separate searches: one alternation of
+    all patterns defeats each pattern's own optimizations)."""
+    present = _present(line, _folded(line))
+    return [
+        d.plugin for d in _by_detector()
+        if (not d.requires or any(mark in line for mark in d.requires))
+        and any(_passes(screen, line, present) for screen in d.screens)
+    ]
 
 
 def find_secrets(text: str) -> list[str]:
     """Names of the secret types detected in `text` (empty when clean)."""
-    plugins = _detectors()[0]
     found: list[str] = []
     for number, line in enumerate(_REFS.sub("sha256:ref", text).splitlines() or [text], start=1):
-        if not screened(line):
+        plugins = _candidates(line)
+        if not plugins:
             continue
         with transient_settings(_SETTINGS):
             for plugin in plugins:

@@ -12,10 +12,11 @@ from decimal import Decimal
 from enum import Enum
 
 import jcs
+import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baton.identity import canonical_json, plain_value, sha256_ref
+from baton.identity import DATETIME_FORMAT, canonical_json, plain_value, sha256_ref
 from baton.models import BudgetLedger, BudgetLimits, BudgetUsage, DerivedFact, Observation, PortableRunState
 
 SAFE_INT = st.integers(-(2**53 - 1), 2**53 - 1)
@@ -119,3 +120,35 @@ def test_any_change_of_a_field_changes_the_hash(record: object, data: st.DataObj
     changed = type(record).model_validate({**{f: getattr(record, f) for f in fields}, name: new})
     assert getattr(changed, name) != getattr(record, name)
     assert changed.record_ref() != record.record_ref()
+
+
+EDGE_FLOATS = st.one_of(
+    st.sampled_from([1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 2.0**53, 2.0**53 - 1, -(2.0**53),
+                     0.0, -0.0, 5e-324, 1.7976931348623157e308, 1e21, 1e-7, 123456789012345.6]),
+    st.floats(min_value=-1e17, max_value=1e17, allow_nan=False),
+    st.floats(min_value=-1e-3, max_value=1e-3, allow_nan=False),
+)
+# Keys around where UTF-16 order and code point order part: U+E000..U+FFFF against supplementary characters.
+ORDER_KEYS = st.text(st.sampled_from(["a", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0001f600", "\x7f", "\x00"]),
+                     max_size=3)
+EDGE_JSON = st.recursive(
+    st.none() | st.booleans() | SAFE_INT | EDGE_FLOATS | ORDER_KEYS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ORDER_KEYS, inner, max_size=5),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(EDGE_JSON)
+def test_the_fast_encoder_writes_what_rfc8785_and_jcs_write(value: object) -> None:
+    """`canonical_json` writes most values with the standard library's encoder; both JCS implementations
+    are the oracle, on the floats and keys where that encoder would differ."""
+    plain = plain_value(value)
+    assert canonical_json(value) == rfc8785.dumps(plain) == jcs.canonicalize(plain)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes(min_value=dt.datetime(2, 1, 1), max_value=dt.datetime(9998, 12, 31), timezones=ZONES))
+def test_datetimes_keep_their_canonical_form(instant: dt.datetime) -> None:
+    """Written as strftime writes it (the fast path is isoformat from the year 1000 on)."""
+    assert plain_value(instant) == instant.astimezone(dt.timezone.utc).strftime(DATETIME_FORMAT)

@@ -11,7 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from baton.secret_scan import _detectors, find_secrets, screened
+from detect_secrets.plugins import keyword
+from detect_secrets.settings import transient_settings
+
+from baton.secret_scan import _REFS, _SETTINGS, KEYWORD_OPERATORS, _detectors, find_secrets, screened
 
 _SCREENS = _detectors()[1]
 _KNOWN = [
@@ -76,3 +79,49 @@ def test_secrets_are_still_found() -> None:
     assert find_secrets('"password": "hunter2hunter2"')
     assert find_secrets("1AOA5cnchgS+lKdsv/Qhx9oH+pnkXaskVVRT6vYQM9FgZwA6BJOGVPAIpWe") == []
     assert re.fullmatch(r"[A-Za-z ]+", "plain") and not screened("plain text")
+
+
+def _unscreened(text: str) -> list[str]:
+    """detect-secrets run plainly: every detector on every line, no screen in front."""
+    plugins = _detectors()[0]
+    found: list[str] = []
+    with transient_settings(_SETTINGS):
+        for number, line in enumerate(_REFS.sub("sha256:ref", text).splitlines() or [text], start=1):
+            for plugin in plugins:
+                found.extend(s.type for s in plugin.analyze_line(filename="state", line=line, line_number=number))
+    return found
+
+
+_KEYWORD_PATTERNS = sorted(
+    {regex.pattern: regex for table in [*keyword.REGEX_BY_FILETYPE.values(), keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP]
+     for regex in table}.items()
+)
+
+
+@pytest.mark.parametrize("index", range(len(_KEYWORD_PATTERNS)))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_every_keyword_pattern_needs_an_operator(index: int, data: st.DataObject) -> None:
+    """What `KEYWORD_OPERATORS` claims, on strings generated from the keyword detector's own patterns."""
+    regex = _KEYWORD_PATTERNS[index][1]
+    line = data.draw(st.from_regex(regex, fullmatch=True))
+    assert regex.search(line)
+    assert any(mark in line for mark in KEYWORD_OPERATORS), line
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(st.one_of(st.sampled_from(_KNOWN), _ASCII, _FILLER,
+                             st.sampled_from(["password", "api_key", " = ", ": ", "'", '"', ";", "(", "!=", "\n"])),
+                   max_size=8),
+)
+def test_screened_scan_finds_what_plain_detect_secrets_finds(parts: list[str]) -> None:
+    """The oracle is detect-secrets itself, every detector on every line."""
+    text = "".join(parts)
+    assert sorted(find_secrets(text)) == sorted(_unscreened(text))
+
+
+@pytest.mark.parametrize("secret", _KNOWN)
+def test_known_secrets_found_as_plain_detect_secrets_finds_them(secret: str) -> None:
+    line = "1AOA5cnchgS+lKdsv/Qhx9oH " + secret + " Q9FgZwA6BJOGVPAIpWe"
+    assert sorted(find_secrets(line)) == sorted(_unscreened(line))

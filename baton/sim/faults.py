@@ -14,6 +14,7 @@ the same thing whenever it is replayed (and after shrinking):
 | duplicate       | the n-th message to a target          | -                                  |
 | delay           | the n-th message to a target          | seconds until it arrives           |
 | doc_change      | the n-th store write by a worker      | the corpus document to change      |
+| doc_secret      | the n-th store write by a worker      | the corpus document that gets a credential |
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
@@ -22,6 +23,9 @@ claim_operation`, at 1: the first claim of a side effect in the world, wherever 
 A stall longer than the lease makes the lease expire during a long step; a
 handoff with reason `better_model_released` changes the release mid-run and
 `doc_change` changes the environment (the corpus) under a research run;
+`doc_secret` pastes a credential (`PLANTED_KEY`) into a corpus document, as an operator might, and records
+what it planted for the oracle (`planted-secrets.json`); it is never drawn at random (`generate` keeps its
+draws), only named by a scenario (`baton.sim.sec27_plans`);
 `catalog_change` changes the placement and release catalog under the runs (a
 release withdrawn, a placement re-homed, moved to another provider, losing a
 schema, verifier or tool contract, its ceiling lowered, its environment or
@@ -40,8 +44,14 @@ from baton.sim.catalog_faults import CATALOG_CHANGE, SUBKINDS
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
-WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE)
-KINDS = (*WRITE_KINDS, *MESSAGE_KINDS, "skew")
+DOC_SECRET = "doc_secret"
+WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET)
+DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
+"""The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
+KINDS = (*DRAWN_KINDS, DOC_SECRET)
+PLANTED_KEY = "AKIAZ7BATONSIMULATE1"
+"""The credential `doc_secret` plants: AWS access-key form, 'AKIA' and 16 of [0-9A-Z]."""
+PLANTED_FILE = "planted-secrets.json"
 _WRITE_SPAN = 90
 _MESSAGE_SPAN = 10
 _CATALOG_SPAN = 24
@@ -105,7 +115,7 @@ class FaultPlan:
             raise ValueError(f"not a fault schedule (a JSON list of {{kind, at, arg}}): {exc}") from exc
 
 
-def generate(seed: int, count: int, *, kinds: tuple[str, ...] = KINDS) -> FaultPlan:
+def generate(seed: int, count: int, *, kinds: tuple[str, ...] = DRAWN_KINDS) -> FaultPlan:
     """`count` faults drawn from `seed` (the same seed, the same schedule)."""
     rng = random.Random(f"faults:{seed}")
     faults = [_draw(rng, rng.choice(kinds)) for _ in range(count)]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.sim import oracles_browser
+from baton.sim.faults import PLANTED_FILE
 from baton.sim.network import Message
 from baton.sim.oracles_coding import CODING_ORACLES
 from baton.sim.scheduler import START
@@ -414,6 +415,28 @@ def every_run_ends(records: SimRecords) -> list[str]:
     return found
 
 
+# sec. 27: a credential in a document the run reads -------------------------------------------------------------
+
+
+def no_secret_in_state(records: SimRecords) -> list[str]:
+    """A credential the world planted (`planted-secrets.json`, written before the document changed) is nowhere in
+    the store's raw rows: blobs, checkpoints or events. Plain byte search; no detector of Baton's is asked."""
+    path = records.root / PLANTED_FILE
+    if not path.exists():
+        return []
+    planted = [str(secret).encode("utf-8") for secret in json.loads(path.read_text())]
+    found: list[str] = []
+    for table, query in (("blob", "SELECT digest, data FROM blobs"),
+                         ("checkpoint", "SELECT checkpoint_id, body FROM checkpoints"),
+                         ("event", "SELECT seq, body FROM events")):
+        for key, data in records.store.raw(query):
+            raw = bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else str(data).encode("utf-8")
+            name = bytes(key).hex()[:16] if isinstance(key, (bytes, bytearray, memoryview)) else key
+            found += [f"secret_in_state: planted credential {secret[:4].decode()}... is in {table} {name}"
+                      for secret in planted if secret in raw]
+    return found
+
+
 # sec. 27: the catalog changed under the run ---------------------------------------------------------------------
 
 _HOSTING = (("state_schema", "readable_schema_versions", "could read only schemas"),
@@ -517,6 +540,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("9 no stale observation used", no_stale_observation_used),
     ("10 every run ends", every_run_ends),
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
+    ("sec. 27 no credential in portable state", no_secret_in_state),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

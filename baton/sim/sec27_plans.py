@@ -14,7 +14,6 @@ Live cases with no faithful plan here, and why:
 * `target-dies-after-commit`: the deploy service dies and stays down; the sim's network loses a
   message (`drop_response`) but every target stays up, so the run reconciles and ends verified.
 * `manifest-corrupted`: a byte of a stored manifest flips on disk; the sim has no storage-corruption fault.
-* `secret-in-tool-result`: a credential planted in a cited document; the sim's corpus has no such document.
 * `coding-remote-moved-after-verify`, `browser-draft-changed-during-move`: an upstream commit to the git
   remote, a person editing the server-side draft; the git and web twins take no such outside change.
 * `non-exportable-state-moved`, `attestation-required-moved`, `data-scope-required-moved`, `unsafe-state-moved`,
@@ -25,6 +24,11 @@ Live cases with no faithful plan here, and why:
   onto the changed placement only.
 * `approval-expired-in-hand`, `capability-expired-in-hand`, `replanned-after-verify`: a hold at a named
   fault point until an expiry, a second writer at the same epoch; not in the sim's vocabulary.
+
+`secret-in-tool-result` plants its credential later than the live case does: the sim's run reads its documents
+before the fleet's operator can change one, so the credential is pasted once the report is verified and the worker is
+then frozen past its observations' freshness; the run meets the credential when it reads the document again
+(revalidation), still as a tool result.
 
 The two epoch cases hold the worker where the live case does, with the sim's faults: `stale-capability-after-move`
 freezes the worker at its deployment's claim (its capability issued) for less than a lease while a planned move
@@ -38,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baton.models import RunKind
-from baton.sim.faults import Fault, FaultPlan
+from baton.sim.faults import DOC_SECRET, Fault, FaultPlan
 
 DEPLOY = (RunKind.DEPLOY,)
 DEPLOY_VERIFIED = 10
@@ -107,6 +111,9 @@ def _plans() -> tuple[Sec27Plan, ...]:
         Sec27Plan("corpus-changed-while-paused", (RunKind.RESEARCH,),
                   FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
                              Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "freshness"),
+        Sec27Plan("secret-in-tool-result", (RunKind.RESEARCH,),
+                  FaultPlan((Fault(DOC_SECRET, RESEARCH_VERIFIED, "idempotency"),
+                             Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "secret-scan"),
         Sec27Plan("coding-killed-after-push", (RunKind.CODING,),
                   FaultPlan((Fault("crash", CODING_ANSWER, "before"),)), "reconcile-before-retry"),
         Sec27Plan("browser-killed-awaiting-reply", (RunKind.BROWSER,),

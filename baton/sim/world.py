@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import itertools
 import os
 import random
@@ -47,7 +48,7 @@ from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
-from baton.sim import browser_world, catalog_faults
+from baton.sim import browser_world, catalog_faults, faults
 from baton.sim.coding_twin import CodingTwin
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.memory_store import MemoryStore
@@ -231,9 +232,11 @@ class World:
         self.pending_crash: dict[int, Process] = {}
         self.handoff_queue: list[Fault] = []
         self.doc_queue: list[str] = []
+        self.secret_queue: list[str] = []
         self.catalog_touched = False
         """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
-        for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE):
+        for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
+                       faults.PLANTED_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -284,8 +287,16 @@ class World:
             self.handoff_queue.append(fault)
         elif fault.kind == "doc_change":
             self.doc_queue.append(fault.arg)
+        elif fault.kind == faults.DOC_SECRET:
+            self.secret_queue.append(fault.arg)
         elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
             self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
+
+    def _plant(self, secret: str) -> None:
+        """Record a credential the world put into a document, for the oracle to look for in the store."""
+        path = self.root / faults.PLANTED_FILE
+        planted = json.loads(path.read_text()) if path.exists() else []
+        path.write_text(json.dumps([*planted, secret]))
 
     def _lease_epoch(self, run_id: str) -> int:
         rows = self.store.raw("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
@@ -417,6 +428,11 @@ class World:
             for doc in self._take(self.doc_queue):
                 with contextlib.suppress(httpx.HTTPError):  # the corpus may be unreachable: the change is lost
                     corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
+            for doc in self._take(self.secret_queue):
+                self._plant(faults.PLANTED_KEY)
+                with contextlib.suppress(httpx.HTTPError):
+                    corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: operators reach {doc} "
+                                                f"with access key {faults.PLANTED_KEY}.")
             now = self.store.db_now()
             for run_id in self.run_ids:
                 lease = self.store.get_lease(run_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from baton.models import RunKind
-from baton.sim.faults import Fault, FaultPlan, generate
+from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, Fault, FaultPlan, generate
 from baton.sim.runner import config_for, run_seed
 from baton.sim.scenarios import draw_scenario, mixed, scenarios_for
 from baton.sim.sec27_plans import PLANS
@@ -53,3 +53,10 @@ def test_a_fault_on_a_store_call_counts_only_that_calls_writes() -> None:
 def test_only_a_write_fault_names_a_store_call() -> None:
     with pytest.raises(ValueError, match="only a write fault"):
         FaultPlan((Fault("delay", 1, "2.0", on="claim_operation"),))
+
+
+def test_a_planted_credential_is_only_ever_named_by_a_scenario() -> None:
+    """`doc_secret` joined the kinds without moving any seed's random draws (`generate` draws from DRAWN_KINDS)."""
+    assert DOC_SECRET in KINDS and DOC_SECRET not in DRAWN_KINDS
+    assert all(f.kind != DOC_SECRET for seed in range(500) for f in generate(seed, 5).faults)
+    assert any(DOC_SECRET in {f.kind for f in mixed(seed, 5, BOTH).faults} for seed in range(100))

@@ -415,6 +415,23 @@ def every_run_ends(records: SimRecords) -> list[str]:
     return found
 
 
+# sec. 27: a side effect the run's reported end hides -----------------------------------------------------------
+
+
+def no_hidden_effect(records: SimRecords) -> list[str]:
+    """A run whose raw `runs.status` is failed has no side effect in any target's own record file (the live
+    matrix's `unknown_hidden`): a failure must not hide what a target did for the run."""
+    statuses = {str(run_id): str(status) for run_id, status in records.store.raw("SELECT run_id, status FROM runs")}
+    found: list[str] = []
+    for target, lines in effects_by_target(records).items():
+        for line in lines:
+            run_id = str(line.get("run_id", ""))
+            if statuses.get(run_id) == "failed":
+                found.append(f"unknown_hidden: {run_id} ended failed, but {target} holds its effect "
+                             f"{line.get('seq')} (key {line.get('idempotency_key')})")
+    return found
+
+
 # sec. 27: a credential in a document the run reads -------------------------------------------------------------
 
 
@@ -541,6 +558,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("10 every run ends", every_run_ends),
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
     ("sec. 27 no credential in portable state", no_secret_in_state),
+    ("sec. 27 no effect hidden by a failed run", no_hidden_effect),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

@@ -79,3 +79,16 @@ def test_an_epoch_plan_catches_its_switch_and_holds_with_only_the_companions_off
     ablated = run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=(switch, *others)))
     held = run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=others))
     assert others and ablated.violations and held.violations == [], (ablated.violations, held.violations)
+
+
+def test_an_unsettled_operation_is_caught_by_the_hidden_effect_oracle_only_with_both_layers_off() -> None:
+    """`resume-open-operations` and `gate:unresolved_operations` stand against the same fault: with both off the run
+    resumes at COMMITTING without settling its deployment and ends failed while the deploy service holds it."""
+    named = PLANS["killed-awaiting-reply"]
+
+    def violations(*off: str) -> list[str]:
+        return run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=off)).violations
+
+    both = violations("resume-open-operations", "gate:unresolved_operations")
+    assert both and all(v.startswith("unknown_hidden:") for v in both), both
+    assert violations("resume-open-operations") == [] and violations("gate:unresolved_operations") == []

@@ -15,6 +15,7 @@ the same thing whenever it is replayed (and after shrinking):
 | delay           | the n-th message to a target          | seconds until it arrives           |
 | doc_change      | the n-th store write by a worker      | the corpus document to change      |
 | doc_secret      | the n-th store write by a worker      | the corpus document that gets a credential |
+| hold            | the n-th store write by a worker      | seconds that one worker waits there, its heartbeat going on |
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
@@ -25,7 +26,9 @@ handoff with reason `better_model_released` changes the release mid-run and
 `doc_change` changes the environment (the corpus) under a research run;
 `doc_secret` pastes a credential (`PLANTED_KEY`) into a corpus document, as an operator might, and records
 what it planted for the oracle (`planted-secrets.json`); it is never drawn at random (`generate` keeps its
-draws), only named by a scenario (`baton.sim.sec27_plans`);
+draws), only named by a scenario (`baton.sim.sec27_plans`), as is `hold`: unlike `stall`, which freezes
+the whole process, it holds only the worker about to write, while its heartbeat keeps the lease (the live
+matrix's hold at a fault point), so what it holds (a capability, an approval) can run out under a live lease;
 `catalog_change` changes the placement and release catalog under the runs (a
 release withdrawn, a placement re-homed, moved to another provider, losing a
 schema, verifier or tool contract, its ceiling lowered, its environment or
@@ -45,10 +48,11 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
 DOC_SECRET = "doc_secret"
-WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET)
+HOLD = "hold"
+WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD)
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
-KINDS = (*DRAWN_KINDS, DOC_SECRET)
+KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD)
 PLANTED_KEY = "AKIAZ7BATONSIMULATE1"
 """The credential `doc_secret` plants: AWS access-key form, 'AKIA' and 16 of [0-9A-Z]."""
 PLANTED_FILE = "planted-secrets.json"

@@ -275,6 +275,29 @@ def authority_within_bounds(records: SimRecords) -> list[str]:
     return found
 
 
+def no_expired_capability_accepted(records: SimRecords) -> list[str]:
+    """No target accepts a request whose capability had expired when it arrived: the expiry is read from the token
+    (and from the grant inside it, if any) by plain base64, the arrival time from the network's delivery log."""
+    found = []
+    for message in records.network.messages:
+        if not message.capability:
+            continue
+        claims = _claims(message.capability)
+        expiries = [claims.get("exp")]
+        if isinstance(claims.get("grant"), str):
+            expiries.append(_claims(claims["grant"]).get("exp"))
+        known = [float(e) for e in expiries if isinstance(e, (int, float))]
+        if not known:
+            continue
+        expired_at = START + dt.timedelta(seconds=min(known) - START.timestamp())
+        for at, status, _epoch, _order in _accepted(message):
+            if START + dt.timedelta(seconds=at) > expired_at:
+                found.append(f"expired_capability: {message.target} accepted message {message.seq} "
+                             f"({message.method} {message.path}) at t={at:.3f}, its capability expired at "
+                             f"t={(expired_at - START).total_seconds():.3f}")
+    return found
+
+
 def _claims(token: str) -> dict[str, Any]:
     try:
         part = token.split(".")[1]
@@ -559,6 +582,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 moved onto a changed catalog", moved_onto_a_changed_catalog),
     ("sec. 27 no credential in portable state", no_secret_in_state),
     ("sec. 27 no effect hidden by a failed run", no_hidden_effect),
+    ("sec. 27 no expired capability accepted", no_expired_capability_accepted),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

@@ -22,13 +22,16 @@ Live cases with no faithful plan here, and why:
   constraints, handoff policies, an older exported checkpoint or a move to a named placement; the sim's
   world launches its runs under one fleet policy with no constraints, and a catalog change moves runs
   onto the changed placement only.
-* `approval-expired-in-hand`, `capability-expired-in-hand`, `replanned-after-verify`: a hold at a named
-  fault point until an expiry, a second writer at the same epoch; not in the sim's vocabulary.
+* `approval-expired-in-hand`, `replanned-after-verify`: a hold until an approval expires (the simulated deploy runs
+  carry no approval), a second writer at the same epoch; not in the sim's vocabulary.
 
 `secret-in-tool-result` plants its credential later than the live case does: the sim's run reads its documents
 before the fleet's operator can change one, so the credential is pasted once the report is verified and the worker is
 then frozen past its observations' freshness; the run meets the credential when it reads the document again
 (revalidation), still as a tool result.
+
+`capability-expired-in-hand` holds the worker at its deployment's claim, capability in hand, for 8 s (`hold`: its
+heartbeat keeps the 6 s lease, so only the capability, bounded by the lease it was issued against, runs out).
 
 The two epoch cases hold the worker where the live case does, with the sim's faults: `stale-capability-after-move`
 freezes the worker at its deployment's claim (its capability issued) for less than a lease while a planned move
@@ -42,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baton.models import RunKind
-from baton.sim.faults import DOC_SECRET, Fault, FaultPlan
+from baton.sim.faults import DOC_SECRET, HOLD, Fault, FaultPlan
 
 DEPLOY = (RunKind.DEPLOY,)
 DEPLOY_VERIFIED = 10
@@ -59,6 +62,8 @@ HELD_CAPABILITY = "5.0"
 """Shorter than the sim's lease (6 s), so the capability the worker holds at its claim stays valid, and longer than
 the coordinator waits for a frozen source to quiesce: the move commits while the worker is frozen with the
 capability in hand, and the worker wakes before the new owner runs (the live case's `capability_issued` hold)."""
+EXPIRED_CAPABILITY_HOLD = "8.0"
+"""Longer than the sim's 6 s lease a capability is bounded by; the heartbeat renews the lease meanwhile."""
 CLAIM_OPERATION = "claim_operation"
 """The store call that claims a side effect: the first of the world is write 14 of seed 0's deploy world."""
 FIRST_CLAIM = 1
@@ -111,6 +116,8 @@ def _plans() -> tuple[Sec27Plan, ...]:
         Sec27Plan("corpus-changed-while-paused", (RunKind.RESEARCH,),
                   FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
                              Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "freshness"),
+        Sec27Plan("capability-expired-in-hand", DEPLOY,
+                  FaultPlan((Fault(HOLD, 1, EXPIRED_CAPABILITY_HOLD, on=CLAIM_OPERATION),)), "capability-check"),
         Sec27Plan("secret-in-tool-result", (RunKind.RESEARCH,),
                   FaultPlan((Fault(DOC_SECRET, RESEARCH_VERIFIED, "idempotency"),
                              Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "secret-scan"),

@@ -289,6 +289,8 @@ class World:
             self.doc_queue.append(fault.arg)
         elif fault.kind == faults.DOC_SECRET:
             self.secret_queue.append(fault.arg)
+        elif fault.kind == faults.HOLD:  # this worker waits before its write; the rest of its process goes on
+            self.sched.sleep(float(fault.arg))
         elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
             self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
 

@@ -57,7 +57,7 @@ def test_baton_sim_agree_runs_the_case_live_and_simulated() -> None:
 
 
 @pytest.mark.parametrize("case_id", ["killed-awaiting-reply", "placement-lost-schema", "corpus-changed-while-paused",
-                                     "secret-in-tool-result",
+                                     "secret-in-tool-result", "capability-expired-in-hand",
                                      "stale-capability-after-move", "stale-claim-after-move"])
 def test_the_named_ablation_flips_the_sim_verdict(case_id: str) -> None:
     named = PLANS[case_id]

@@ -22,8 +22,10 @@ Live cases with no faithful plan here, and why:
   constraints, handoff policies, an older exported checkpoint or a move to a named placement; the sim's
   world launches its runs under one fleet policy with no constraints, and a catalog change moves runs
   onto the changed placement only.
-* `approval-expired-in-hand`, `replanned-after-verify`: a hold until an approval expires (the simulated deploy runs
-  carry no approval), a second writer at the same epoch; not in the sim's vocabulary.
+* `approval-expired-in-hand`: the simulated world approves with the in-process policy approver (15-minute
+  approvals), which signs nothing and keeps no record of what it approved: no oracle could read when an approval
+  ran out (the live matrix reads the signing approver's own `approvals.jsonl`).
+* `replanned-after-verify`: a second writer at the same epoch; not in the sim's vocabulary.
 
 `secret-in-tool-result` plants its credential later than the live case does: the sim's run reads its documents
 before the fleet's operator can change one, so the credential is pasted once the report is verified and the worker is

@@ -10,7 +10,10 @@ control, so they are counted apart: `I4 retry without asking` (a mutation whose
 answer was lost sent again under the same key without asking the target first: a
 protocol rule, harmless where the target deduplicates) and `I4 verified without
 exactly one effect` (a run reported verified while its target recorded no side
-effect or several of them: harm seen by the target's own records).
+effect or several of them: harm seen by the target's own records). Beside the
+invariants, the two findings of `baton.sim.oracles.FINDINGS` are counted the same
+way: `bill` (the provider billed a run for more model calls than it accounted for)
+and `hidden` (a run reported failed while its target holds its side effect).
 """
 
 from __future__ import annotations
@@ -48,10 +51,11 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
 
         def note(outcome: SimOutcome, violations: Counter[str] = violations, seeds_hit: Counter[str] = seeds_hit,
                  examples: dict[str, str] = examples) -> None:
-            labels = [label(v) for v in outcome.violations]
+            texts = [*outcome.violations, *outcome.findings]
+            labels = [label(v) for v in texts]
             violations.update(labels)
             seeds_hit.update(set(labels))
-            for name, text in zip(labels, outcome.violations, strict=True):
+            for name, text in zip(labels, texts, strict=True):
                 examples.setdefault(name, f"seed {outcome.seed}: {text}")
 
         summary = run_many(range(seeds), faults, jobs=jobs, kinds=KINDS, on_outcome=note, strategy=strategy)

@@ -289,6 +289,11 @@ class ControlWorld(World):
         records = super().records(settled)
         records.reported = self.statuses()
         records.documents = self.documents()
+        records.reported_budget = {}
+        for run_id in self.run_ids:
+            reported = json.loads(self.transcripts[run_id][-1]).get("reported")
+            if isinstance(reported, dict):
+                records.reported_budget[run_id] = float(reported.get("model_calls") or 0)
         return records
 
 

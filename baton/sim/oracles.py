@@ -540,6 +540,63 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
 )
 
 
+# outside the invariants: what the run said against the targets' and the provider's own records ---------------------
+
+
+def _accounted_calls(records: SimRecords, run_id: str, blobs: dict[str, Any]) -> float | None:
+    """The model calls a run accounted for: a control's final report, else the ledger of Baton's latest checkpoint
+    that names one (what moves with the run)."""
+    if records.reported_budget is not None:
+        return records.reported_budget.get(run_id)
+    for (body,) in records.store.raw("SELECT body FROM checkpoints WHERE run_id = ? ORDER BY seq DESC", (run_id,)):
+        used = _budget_used(body, blobs)
+        if used is not None:
+            return used.get("model_calls", 0.0)
+    return None
+
+
+def billed_within_accounted(records: SimRecords) -> list[str]:
+    """The provider's bill (its own record, written as it serves a call) holds no more model calls for an ended run
+    than the run accounted for."""
+    from baton.sim.catalog_faults import BILL_FILE
+
+    bill = Counter(str(line.get("account")) for line in _lines(records.root / BILL_FILE))
+    blobs = _blobs(records) if records.reported_budget is None else {}
+    found = []
+    for run_id, status in run_statuses(records):
+        if status not in ENDED:
+            continue
+        accounted = _accounted_calls(records, run_id, blobs)
+        if bill[run_id] > (accounted or 0.0):
+            found.append(f"bill: the provider billed {run_id} for {bill[run_id]} model call(s); the run accounted "
+                         f"{accounted if accounted is not None else 'none'}")
+    return found
+
+
+def failed_with_an_effect(records: SimRecords) -> list[str]:
+    """No run reports failed while its target's own records hold a side effect of it (an effect it hid)."""
+    effects = effects_by_target(records)
+    found = []
+    for run_id, status in run_statuses(records):
+        target = next((t for kind, t in RUN_TARGETS.items() if f"-{kind}-" in run_id), "corpus")
+        mine = [e for e in effects[target] if e.get("run_id") == run_id]
+        if status == "failed" and mine:
+            found.append(f"hidden: {run_id} reported failed but {target} recorded {len(mine)} side effect(s) for it")
+    return found
+
+
+FINDINGS: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
+    ("the provider billed no more than the run accounted", billed_within_accounted),
+    ("no failed run left a side effect", failed_with_an_effect),
+)
+"""Checks the live fault matrix asks (`baton.faults.oracles`: budget, unknown hidden) read here from the same
+records; reported beside the invariants (`SimOutcome.findings`), not counted in `ok`."""
+
+
+def findings(records: SimRecords) -> list[str]:
+    return [finding for _name, check_ in FINDINGS for finding in check_(records)]
+
+
 def check(records: SimRecords) -> list[str]:
     """Every violation any oracle finds, in oracle order."""
     return [violation for _name, oracle in ORACLES for violation in oracle(records)]

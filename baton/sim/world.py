@@ -185,6 +185,8 @@ class SimRecords:
     `runs` rows hold it."""
     documents: tuple[bytes, ...] = ()
     """What such a system stored besides the store's blobs (a control's candidates, observations, verdicts)."""
+    reported_budget: dict[str, float] | None = None
+    """The model calls each run accounted for, as such a system reported them (None: Baton's checkpoints hold it)."""
 
 
 @dataclass
@@ -206,6 +208,8 @@ class SimOutcome:
     strategy: str = "baton"
     skipped: list[Fault] = field(default_factory=list)
     """Scheduled faults with no counterpart for the strategy (a control has no catalog and no lease calls)."""
+    findings: list[str] = field(default_factory=list)
+    """What `baton.sim.oracles.FINDINGS` found: the run's own account against the bill and the targets (not in `ok`)."""
 
     @property
     def ok(self) -> bool:
@@ -579,7 +583,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
 
     `before_check` sees the raw records first (tests use it to show an oracle catches a tampered record).
     """
-    from baton.sim.oracles import check
+    from baton.sim.oracles import check, findings
 
     shared = _ROOT_BUSY.acquire(blocking=False)  # a world inside a world (never in `baton sim`) gets its own dir
     if shared:
@@ -605,6 +609,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 if before_check is not None:
                     before_check(records)
                 violations = check(records)
+                found = findings(records)
             outcome = SimOutcome(
                 seed=config.seed, plan=config.plan, trail_hash=world.sched.trail_hash, steps=world.sched.steps,
                 virtual_s=world.sched.elapsed_s,
@@ -616,7 +621,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 last_boundaries={row[0]: row[1] for row in world.store.raw(
                     "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
                     "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
-                strategy=config.strategy, skipped=list(getattr(world, "skipped", [])),
+                strategy=config.strategy, skipped=list(getattr(world, "skipped", [])), findings=found,
             )
             if config.strategy != "baton":  # a control's last step, as its transcript has it
                 outcome.last_boundaries = world.steps_reached()

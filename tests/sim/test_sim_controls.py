@@ -159,3 +159,28 @@ def test_the_cli_runs_a_control_and_replays_its_seed() -> None:
     assert summary["seeds"] == 3 and "violations_by_invariant" in summary
     assert runner.invoke(app, ["sim", "--seeds", "1", "--strategy", "bogus"]).exit_code == 2
     assert runner.invoke(app, ["sim", "--seeds", "1", "--strategy", "naive", "--runs", "coding"]).exit_code == 2
+
+
+def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> None:
+    """A naive resume forgets what an earlier worker spent (the provider's bill shows more calls than the run
+    accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
+    control carries its budget and retries; Baton accounts both, on the same seeds."""
+    for seed, expected in ((1, {"bill", "hidden"}), (5, {"bill"}), (0, {"hidden"})):
+        naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
+        assert {f.split(":", 1)[0] for f in naive.findings} == expected, naive.findings
+        assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)
+
+
+def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
+    """Tampering with the provider's bill (one more call for the run) is what makes the bill check speak."""
+    from baton.sim.catalog_faults import BILL_FILE
+
+    def overbill(records: Any) -> None:
+        bill = records.root / BILL_FILE
+        bill.write_text(bill.read_text() + json.dumps({"account": "sim3-deploy-0", "at": "2026-01-01T00:00:01+00:00"})
+                        + "\n")
+
+    clean = run_world(config_for(3, 5, kinds=BOTH, strategy="competent"))
+    tampered = run_world(config_for(3, 5, kinds=BOTH, strategy="competent"), before_check=overbill)
+    assert not [f for f in clean.findings if f.startswith("bill")]
+    assert [f for f in tampered.findings if f.startswith("bill: the provider billed sim3-deploy-0")]

@@ -56,8 +56,8 @@ def _kinds(value: str) -> tuple[RunKind, ...]:
 
 
 def _replay(seed: int, faults: int, ablate: tuple[str, ...], plan: FaultPlan | None, kinds: tuple[RunKind, ...],
-            as_json: bool, console: Console, strategy: str = "baton") -> int:
-    outcome = run_seed(seed, faults, ablate, plan=plan, kinds=kinds, strategy=strategy)
+            as_json: bool, console: Console, strategy: str = "baton", await_stalled: bool = False) -> int:
+    outcome = run_seed(seed, faults, ablate, plan=plan, kinds=kinds, strategy=strategy, await_stalled=await_stalled)
     if as_json:
         print(json.dumps(_outcome_json(outcome), indent=2, sort_keys=True))
     else:
@@ -118,6 +118,8 @@ def sim(
                                      "named sim plans (baton.sim.sec27_plans) and compare the verdicts"),
     strategy: str = typer.Option("baton", "--strategy", help="who runs the runs: baton, or a transcript-only control, "
                                  "naive or competent (deploy and research runs; same workload, faults and oracles)"),
+    await_stalled: bool = typer.Option(False, "--await-stalled", help="keep each world running until its stalled "
+                                       "workers woke and finished what they were doing (zombies judged too)"),
 ) -> None:
     """Run the unchanged protocol in simulated worlds and check DESIGN.md's invariants after each."""
     console = Console(stderr=as_json)
@@ -150,7 +152,8 @@ def sim(
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
     if seed is not None:
-        raise typer.Exit(_replay(seed, faults, ablations, schedule, run_kinds, as_json, console, strategy))
+        raise typer.Exit(_replay(seed, faults, ablations, schedule, run_kinds, as_json, console, strategy,
+                                 await_stalled))
 
     with Progress(TextColumn("sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]} seeds/s"),
                   TextColumn("{task.fields[bad]} violating"), TimeElapsedColumn(), console=console,
@@ -169,13 +172,15 @@ def sim(
             progress.update(task, advance=1, rate=f"{done / elapsed:.1f}" if elapsed > 0 else "-", bad=bad)
 
         summary = run_many(range(first, first + seeds), faults, ablate=ablations, jobs=jobs, kinds=run_kinds,
-                           stop_at_first_failure=bool(ablations), on_outcome=tick, strategy=strategy)
+                           stop_at_first_failure=bool(ablations), on_outcome=tick, strategy=strategy,
+                           await_stalled=await_stalled)
     report = _summary_json(summary)
     if summary.failing:
         first_bad = summary.failing[0]
-        shrunk, tries = shrink(first_bad.seed, first_bad.plan, ablate=ablations, kinds=run_kinds, strategy=strategy)
-        replays = [run_seed(first_bad.seed, 0, ablations, plan=shrunk, kinds=run_kinds, strategy=strategy)
-                   for _ in range(2)]
+        shrunk, tries = shrink(first_bad.seed, first_bad.plan, ablate=ablations, kinds=run_kinds, strategy=strategy,
+                               await_stalled=await_stalled)
+        replays = [run_seed(first_bad.seed, 0, ablations, plan=shrunk, kinds=run_kinds, strategy=strategy,
+                            await_stalled=await_stalled) for _ in range(2)]
         report["first_failure"] = {
             **_outcome_json(first_bad), "shrunk_schedule": json.loads(shrunk.to_json()), "shrink_replays": tries,
             "shrunk_violations": sorted(invariants_of(replays[0])),
@@ -184,7 +189,8 @@ def sim(
             "replay": f"baton sim --seed {first_bad.seed} --plan '{shrunk.to_json()}'"
                       + "".join(f" --ablate {a}" for a in ablations)
                       + (f" --runs {','.join(k.value for k in run_kinds)}" if run_kinds != (RunKind.DEPLOY,) else "")
-                      + (f" --strategy {strategy}" if strategy != "baton" else ""),
+                      + (f" --strategy {strategy}" if strategy != "baton" else "")
+                      + (" --await-stalled" if await_stalled else ""),
         }
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))

@@ -2,6 +2,10 @@
 
     python -m baton.sim.compare OUT.json [--seeds 200] [--faults 5] [--jobs 1]
 
+Each strategy is run twice: as `baton sim` runs it (a world ends once every run
+ended) and with `await_stalled` (it runs on until every stalled worker woke and
+finished what it was doing, so a zombie's late acts are judged too).
+
 Each strategy (`baton`, `naive`, `competent`) runs seeds 0..N-1 with deploy and
 research runs (`baton sim --strategy S` for one); the figures are counted from the
 oracles' violations (`baton.sim.oracles`), the runs' reported statuses and the
@@ -40,10 +44,11 @@ def label(violation: str) -> str:
     return head
 
 
-def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES) -> dict[str, Any]:
+def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
+            await_stalled: bool = False) -> dict[str, Any]:
     """Per strategy: seconds, run statuses, violations and violating seeds per oracle, faults scheduled and fired."""
     report: dict[str, Any] = {"seeds": seeds, "faults_per_seed": faults, "runs": [k.value for k in KINDS],
-                              "strategies": {}}
+                              "await_stalled": await_stalled, "strategies": {}}
     for strategy in strategies:
         violations: Counter[str] = Counter()
         seeds_hit: Counter[str] = Counter()
@@ -58,7 +63,8 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
             for name, text in zip(labels, texts, strict=True):
                 examples.setdefault(name, f"seed {outcome.seed}: {text}")
 
-        summary = run_many(range(seeds), faults, jobs=jobs, kinds=KINDS, on_outcome=note, strategy=strategy)
+        summary = run_many(range(seeds), faults, jobs=jobs, kinds=KINDS, on_outcome=note, strategy=strategy,
+                           await_stalled=await_stalled)
         report["strategies"][strategy] = {
             "seconds": round(summary.seconds, 2), "seeds_per_s": round(summary.seeds_per_s, 2),
             "run_statuses": dict(sorted(summary.statuses.items())),
@@ -78,7 +84,9 @@ if __name__ == "__main__":
     def _option(name: str, default: int) -> int:
         return int(args[args.index(name) + 1]) if name in args else default
 
-    result = compare(_option("--seeds", 200), _option("--faults", 5), jobs=_option("--jobs", 1))
+    result = {"ends_when_runs_end": compare(_option("--seeds", 200), _option("--faults", 5), jobs=_option("--jobs", 1)),
+              "await_stalled": compare(_option("--seeds", 200), _option("--faults", 5), jobs=_option("--jobs", 1),
+                                       await_stalled=True)}
     with open(sys.argv[1], "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)
     print(json.dumps(result, indent=1, sort_keys=True))

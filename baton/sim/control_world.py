@@ -20,25 +20,31 @@ How each fault kind of `baton.sim.faults` reaches a control:
 
 | kind            | Baton: trigger                     | control: trigger and effect                                      |
 |-----------------|------------------------------------|------------------------------------------------------------------|
-| crash           | n-th store write by a worker       | n-th transcript write by a worker (its only durable write):      |
-|                 |                                    | the process dies before it or right after it                     |
-| stall           | n-th store write by a worker       | n-th transcript write: the process is frozen; past the visibility|
+| crash           | n-th store write by a worker       | n-th durable write by a worker (transcript write, job claim or   |
+|                 |                                    | job heartbeat): the process dies before it or right after it     |
+| stall           | n-th store write by a worker       | n-th durable write: the process is frozen; past the visibility   |
 |                 |                                    | timeout its job goes to another worker (the old one resumes)     |
 | skew            | n-th worker process started        | the same (the process reads a shifted clock)                     |
-| handoff         | n-th store write by a worker       | n-th transcript write: the scheduler moves every active job to   |
+| handoff         | n-th store write by a worker       | n-th durable write: the scheduler moves every active job to      |
 |                 |                                    | the other placement; a reason that kills the worker kills it, any|
 |                 |                                    | other drains it first (stop between steps, at most 3 s); a better|
 |                 |                                    | model released switches the job to model-v8                      |
-| doc_change      | n-th store write by a worker       | n-th transcript write: the corpus document changes               |
+| doc_change      | n-th store write by a worker       | n-th durable write: the corpus document changes                  |
 | drop_request, drop_response, duplicate, delay | n-th message to a target | the same, on the control's messages   |
 | catalog_change  | n-th store write by a worker       | none: a control has no catalog to change (never fires)           |
 | any write fault naming a store call (`on`) | n-th write of that call | none: a control makes no such call (never fires)  |
 
 So the lease and epoch faults of the store (a write fault `on` a claim or a lease
 call) and the catalog cases of sec. 27 have no counterpart in a transcript design.
-Because the control writes less often than Baton (about 6 transcript writes a run
-against about 20 store writes), fewer of a schedule's write faults fire for it: the
-outcome lists what fired, and the comparison says so.
+A worker's durable writes are counted as Baton's store writes are (Baton's count
+includes its lease claims and renewals; a control's, its job claims and heartbeats
+on the queue, every `poll_s`); a control still writes less often, so somewhat
+fewer of a schedule's write faults fire for it: the outcome lists what fired.
+
+A stalled worker is not told it lost its job: when it wakes it carries on from the
+transcript it holds in memory, writes it back (last writer wins) and sends what it
+was about to send. With `SimConfig.await_stalled` the world waits for it to do so
+(for Baton's worlds too); by default a world ends once every run ended.
 """
 
 from __future__ import annotations
@@ -63,7 +69,10 @@ STRATEGIES = ("baton", *CONTROLS)
 CONTROL_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)
 """The run kinds a control runs in the simulation (its coding and browser steps need the live tools)."""
 TRANSCRIPT_CALL = "save_transcript"
-"""The store call a control's transcript write counts as (a write fault `on` another call never fires for it)."""
+TAKE_CALL = "take_job"
+HEARTBEAT_CALL = "heartbeat_job"
+"""The calls a control worker's durable writes count as: its transcript, and its claim and heartbeat on the job
+queue (a write fault `on` one of Baton's store calls never fires for a control)."""
 QUIESCE_S = 3.0
 RELEASE = "model-v7"
 BETTER_RELEASE = "model-v8"
@@ -127,20 +136,29 @@ class ControlWorld(World):
 
     def write_transcript(self, run_id: str, text: str) -> None:
         """A worker writes a transcript: the write faults of the schedule strike here (see the module's table)."""
-        actor = self.sched.actor()
-        process = actor.process if actor is not None else None
-        crash_after = False
-        if process is not None and process.name.startswith("w:"):
-            self.writes += 1
-            self.writes_of[TRANSCRIPT_CALL] = self.writes_of.get(TRANSCRIPT_CALL, 0) + 1
-            for fault in self.plan.write_faults(self.writes, TRANSCRIPT_CALL, self.writes_of[TRANSCRIPT_CALL]):
-                crash_after |= self._fire(fault, process)
-        self.sched.yield_(f"w transcript {run_id}")
+        crash_after = self._worker_write(TRANSCRIPT_CALL, run_id)
         self.transcripts[run_id].append(text)
         self._writes_seen += 1
-        if crash_after and process is not None:
-            self.sched.kill(process, "crash after a transcript write")
-            raise Crash(process.name)
+        self._crash_after(crash_after, "a transcript write")
+
+    def _worker_write(self, call: str, run_id: str) -> bool:
+        """One durable write by a worker (its transcript, or its claim or heartbeat on the job queue): count it, fire
+        the schedule's write faults of that count, yield. True when the process is to die right after the write."""
+        actor = self.sched.actor()
+        crash_after = False
+        if actor is not None and actor.process.name.startswith("w:"):
+            self.writes += 1
+            self.writes_of[call] = self.writes_of.get(call, 0) + 1
+            for fault in self.plan.write_faults(self.writes, call, self.writes_of[call]):
+                crash_after |= self._fire(fault, actor.process)
+        self.sched.yield_(f"w {call} {run_id}")
+        return crash_after
+
+    def _crash_after(self, crash: bool, what: str) -> None:
+        actor = self.sched.actor()
+        if crash and actor is not None:
+            self.sched.kill(actor.process, f"crash after {what}")
+            raise Crash(actor.process.name)
 
     def _fire(self, fault: Fault, process: Process) -> bool:
         """Fire a write fault; True when the process is to die right after the write."""
@@ -194,7 +212,11 @@ class ControlWorld(World):
             for run_id in self.run_ids:
                 if self.assigned[run_id] != placement.name or self.holder[run_id] is not None or self.ended(run_id):
                     continue
+                crash_after = self._worker_write(TAKE_CALL, run_id)
+                if self.holder[run_id] is not None or self.ended(run_id):  # taken meanwhile (the queue's own check)
+                    continue
                 self.holder[run_id], self.seen[run_id] = process, self.sched.elapsed_s
+                self._crash_after(crash_after, "taking a job")
                 self.sched.spawn(f"heartbeat {worker_id} {run_id}", process,
                                  lambda r=run_id: self._heartbeat(r, process))
                 self.sched.record(f"{worker_id} takes {run_id} ({self.release[run_id]})")
@@ -213,7 +235,10 @@ class ControlWorld(World):
 
     def _heartbeat(self, run_id: str, process: Process) -> None:
         while self.holder[run_id] is process and not self.ended(run_id):
-            self.seen[run_id] = self.sched.elapsed_s
+            crash_after = self._worker_write(HEARTBEAT_CALL, run_id)
+            if self.holder[run_id] is process:
+                self.seen[run_id] = self.sched.elapsed_s
+            self._crash_after(crash_after, "a heartbeat")
             self.sched.sleep(self.config.poll_s)
 
     def coordinate(self) -> None:

@@ -165,6 +165,9 @@ class SimConfig:
     keep_trail: bool = False
     strategy: str = "baton"
     """Who runs the runs: `baton`, or a transcript-only control, `naive` or `competent` (`baton.sim.control_world`)."""
+    await_stalled: bool = False
+    """Keep the world running until every stalled worker process has woken and finished what it was doing, even after
+    every run ended (a zombie's late acts are judged too); off, the world ends once every run ended."""
 
 
 @dataclass
@@ -544,10 +547,18 @@ class World:
         self.sched.spawn("coordinator", self.sched.process("coordinator"), self.coordinate)
 
         def done() -> bool:
-            return self.settled() and not any(not a.done and a.name.startswith("late-") for a in self.sched.actors)
+            return self.settled() and not any(not a.done and (a.name.startswith("late-") or self._zombie(a))
+                                              for a in self.sched.actors)
 
         finished = self.sched.run(done, max_time_s=self.config.max_time_s)
         return finished
+
+    def _zombie(self, actor: Any) -> bool:
+        """With `await_stalled`: an actor of a worker process that was stalled and is still alive (it is to wake and
+        finish what it was doing, even after every run ended)."""
+        process = actor.process
+        return (self.config.await_stalled and process.name.startswith("w:") and not process.dead
+                and process.paused_until > 0.0)
 
     def records(self, settled: bool) -> SimRecords:
         return SimRecords(self.root, self.store, self.network, self.lease_history, tuple(self.run_ids),

@@ -18,7 +18,7 @@ from baton.sim.runner import config_for, invariants_of, run_seed
 from baton.sim.world import ENDED, run_world
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
-NAIVE_DUPLICATES = (2, 30, 33, 37)
+NAIVE_DUPLICATES = (5, 18, 37, 52)
 """Seeds (5 faults, deploy and research runs) whose own schedules make the naive control commit twice."""
 
 
@@ -75,14 +75,14 @@ def test_the_naive_control_commits_twice_where_baton_does_not_on_the_same_seeds(
 
 
 def test_a_worker_lost_between_commit_and_transcript_write_shows_each_design_for_what_it_is() -> None:
-    """Seed 2's schedule shrunk to one stall: the research worker freezes after the corpus committed its publication,
-    before its transcript says so; past the visibility timeout another worker resumes a tool call without a result.
+    """One stall on seed 2 (at the 13th worker write, the research worker's transcript write after its publication):
+    the worker freezes after the corpus committed its publication, before its transcript says so; past the visibility timeout another worker resumes a tool call without a result.
     The naive control sends it again under a fresh key (a second publication); the competent control's derived key
     makes the corpus replay the first; Baton reconciles the operation."""
-    plan = FaultPlan((Fault("stall", 11, "12.0"),))
+    plan = FaultPlan((Fault("stall", 13, "12.0"),))
     naive, competent, baton = (run_seed(2, 0, plan=plan, kinds=BOTH, strategy=s, keep_trail=True)
                                for s in ("naive", "competent", "baton"))
-    assert [f.describe() for f in naive.fired] == ["stall@11(12.0)"] == [f.describe() for f in competent.fired]
+    assert [f.describe() for f in naive.fired] == ["stall@13(12.0)"] == [f.describe() for f in competent.fired]
     assert any("visibility timeout sim2-research-1" in line for line in naive.trail or [])
     assert "I1: corpus recorded side effects for sim2-research-1 under 2 keys" in " ".join(naive.violations)
     assert "I4: sim2-research-1 reported verified but corpus recorded 2" in " ".join(naive.violations)
@@ -90,12 +90,28 @@ def test_a_worker_lost_between_commit_and_transcript_write_shows_each_design_for
     assert baton.ok, baton.violations
 
 
+def test_a_zombie_back_from_a_long_stall_publishes_stale_evidence_under_the_naive_control() -> None:
+    """Seed 54's schedule shrunk: a crash, then a document change and a 400 s stall of the worker that took the run
+    over. Its job goes to another worker meanwhile; when the stalled one wakes it carries on from what it holds.
+    The naive zombie publishes again, quoting the superseded version read 400 s before (past its 300 s budget),
+    and deploys again; the competent zombie is refused by the target (its resume counter is below the one the
+    target saw); Baton shows nothing."""
+    plan = FaultPlan((Fault("crash", 9, "before"), Fault("doc_change", 10, "idempotency"), Fault("stall", 10, "400.0")))
+    naive, competent, baton = (run_seed(54, 0, plan=plan, kinds=BOTH, strategy=s) for s in ("naive", "competent",
+                                                                                             "baton"))
+    assert {f.describe() for f in naive.fired} == {f.describe() for f in plan.faults}
+    assert {"I1", "I9"} <= invariants_of(naive), naive.violations
+    assert "I9: sim54-research-1 published v[1] of idempotency" in " ".join(naive.violations)
+    assert not {"I1", "I9"} & invariants_of(competent), competent.violations
+    assert baton.ok and not baton.findings, (baton.violations, baton.findings)
+
+
 def test_faults_without_a_counterpart_never_fire_for_a_control() -> None:
     plan = FaultPlan((Fault("catalog_change", 1, "release_withdrawn"), Fault("crash", 1, "before", on="claim_operation"),
-                      Fault("crash", 2, "after")))
+                      Fault("crash", 1, "after", on=control_world.TRANSCRIPT_CALL)))
     outcome = run_seed(4, 0, plan=plan, kinds=(RunKind.DEPLOY,), strategy="naive", keep_trail=True)
     assert [f.describe() for f in outcome.skipped] == ["catalog_change@1(release_withdrawn)"]
-    assert [f.describe() for f in outcome.fired] == ["crash@2(after)"]
+    assert [f.describe() for f in outcome.fired] == ["crash@1[save_transcript](after)"]
     assert any("crash after a transcript write" in line for line in outcome.trail or [])
     assert outcome.statuses == {"sim4-deploy-0": "verified"} and outcome.ok
 
@@ -148,7 +164,7 @@ def test_controls_are_refused_what_they_cannot_run() -> None:
 
 def test_the_cli_runs_a_control_and_replays_its_seed() -> None:
     runner = CliRunner()
-    args = ["sim", "--seed", "30", "--runs", "deploy,research", "--strategy", "naive", "--json"]
+    args = ["sim", "--seed", "18", "--runs", "deploy,research", "--strategy", "naive", "--json"]
     first, second = runner.invoke(app, args), runner.invoke(app, args)
     assert first.exit_code == 1, first.output  # the naive control violates on this seed
     report = json.loads(first.stdout)
@@ -165,7 +181,7 @@ def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> Non
     """A naive resume forgets what an earlier worker spent (the provider's bill shows more calls than the run
     accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
     control carries its budget and retries; Baton accounts both, on the same seeds."""
-    for seed, expected in ((1, {"bill", "hidden"}), (5, {"bill"}), (0, {"hidden"})):
+    for seed, expected in ((36, {"bill", "hidden"}), (47, {"bill"}), (4, {"hidden"})):
         naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
         assert {f.split(":", 1)[0] for f in naive.findings} == expected, naive.findings
         assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)
@@ -177,10 +193,33 @@ def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
 
     def overbill(records: Any) -> None:
         bill = records.root / BILL_FILE
-        bill.write_text(bill.read_text() + json.dumps({"account": "sim3-deploy-0", "at": "2026-01-01T00:00:01+00:00"})
+        bill.write_text(bill.read_text() + json.dumps({"account": "sim0-deploy-0", "at": "2026-01-01T00:00:01+00:00"})
                         + "\n")
 
-    clean = run_world(config_for(3, 5, kinds=BOTH, strategy="competent"))
-    tampered = run_world(config_for(3, 5, kinds=BOTH, strategy="competent"), before_check=overbill)
+    clean = run_world(config_for(0, 5, kinds=BOTH, strategy="competent"))
+    tampered = run_world(config_for(0, 5, kinds=BOTH, strategy="competent"), before_check=overbill)
     assert not [f for f in clean.findings if f.startswith("bill")]
-    assert [f for f in tampered.findings if f.startswith("bill: the provider billed sim3-deploy-0")]
+    assert [f for f in tampered.findings if f.startswith("bill: the provider billed sim0-deploy-0")]
+
+
+def test_awaiting_stalled_workers_lets_a_naive_zombie_act_and_baton_fence_its_own() -> None:
+    """Seed 2: a worker stalled past the visibility timeout wakes after every run ended. Ending the world then hides
+    what it does next; awaiting it shows the naive zombie committing again. Baton's zombie is fenced either way."""
+    ended = _run(2, "naive")
+    awaited = run_seed(2, 5, kinds=BOTH, strategy="naive", await_stalled=True)
+    assert "I1" not in invariants_of(ended) and "I1" in invariants_of(awaited), (ended.violations, awaited.violations)
+    assert awaited.virtual_s > ended.virtual_s
+    baton = run_seed(2, 5, kinds=BOTH, strategy="baton", await_stalled=True)
+    assert baton.ok and not baton.findings, (baton.violations, baton.findings)
+
+
+def test_the_experiment_check_compares_a_controls_model_with_its_live_code() -> None:
+    from baton.experiment.sim_check import check
+
+    rows = check(2, model_runs=4000, kinds=("crash", "reply_lost"), strategy="competent")
+    assert [row.strategy for row in rows] == ["competent", "competent"]
+    for row in rows:
+        assert row.sim.fired == 2 and sum(row.sim.statuses.values()) == 2
+        assert row.sim.runs_over_one_effect == 0 and row.model.duplicates == 0 and row.safety_agrees
+    with pytest.raises(ValueError, match="not 'restart'"):
+        check(1, model_runs=100, kinds=("crash",), strategy="restart")

@@ -19,7 +19,8 @@ def _share(value: float | None) -> str:
 
 
 def check_table(rows: list[KindCheck]) -> Table:
-    table = Table(title="Baton: the experiment's model against the real code in the simulation, one fault per run")
+    strategy = rows[0].strategy if rows else "baton"
+    table = Table(title=f"{strategy}: the experiment's model against the real code in the simulation, one fault per run")
     for column in ("fault kind", "sim worlds (fired)", "sim statuses", "sim runs >1 effect", "sim violating",
                    "model runs", "model verified", "sim verified", "gap", "model dup · stale", "safety agrees"):
         table.add_column(column, justify="left" if column in ("fault kind", "sim statuses") else "right")
@@ -41,10 +42,15 @@ def register(app: typer.Typer) -> None:
         model_runs: int = typer.Option(MODEL_RUNS, "--model-runs", help="Runs of the model's workload."),
         kinds: str = typer.Option(",".join(FAULT_KINDS), "--kinds", help="Fault kinds, comma-separated."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+        strategy: str = typer.Option("baton", "--strategy", help="baton, or a transcript-only control (naive, "
+                                     "competent): its live code in the simulation against its model"),
+        await_stalled: bool = typer.Option(False, "--await-stalled", help="run each world until its stalled workers "
+                                           "woke and finished (a zombie's late acts judged too)"),
     ) -> None:
         """Run the real protocol with one fault of each of the experiment's kinds and compare with the model.
 
-        Exits 1 when either side shows a run with a second effect, stale evidence or a violated oracle."""
+        Exits 1 when either side shows a run with a second effect, stale evidence or a violated oracle (for a
+        control: when the two sides' verdicts on second effects or stale evidence differ)."""
         if worlds < 1 or model_runs < 1:
             raise typer.BadParameter("--worlds and --model-runs must be at least 1")
         chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
@@ -54,12 +60,14 @@ def register(app: typer.Typer) -> None:
             task = progress.add_task("worlds", total=worlds * len(chosen))
             try:
                 rows = check(worlds, seed=seed, model_runs=model_runs, kinds=chosen,
-                             tick=lambda: progress.advance(task))
+                             tick=lambda: progress.advance(task), strategy=strategy, await_stalled=await_stalled)
             except ValueError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--kinds") from exc
+                raise typer.BadParameter(str(exc), param_hint="--kinds or --strategy") from exc
         seconds = time.perf_counter() - started
         if as_json:
-            typer.echo(json.dumps({"seconds": round(seconds, 1), "worlds_per_kind": worlds, "model_seed": seed,
+            typer.echo(json.dumps({"seconds": round(seconds, 1), "strategy": strategy, "await_stalled": await_stalled,
+                                   "worlds_per_kind": worlds,
+                                   "model_seed": seed,
                                    "model_runs": model_runs, "rows": [row.as_dict() for row in rows]}, indent=1))
         else:
             Console(width=200).print(check_table(rows))

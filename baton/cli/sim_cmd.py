@@ -5,6 +5,9 @@
     baton sim --seed 42 --plan '[...]'          replay a seed with a given (e.g. shrunk) schedule
     baton sim --seeds 300 --ablate idempotency  with one protection removed: find, shrink and replay a failure
     baton sim --agree killed-after-seal         a sec.-27 case live and as its named plan: same verdict?
+    baton sim --seeds 200 --runs deploy,research --strategy naive
+                                                the same seeds' workload and faults run by a transcript-only
+                                                control (naive or competent) instead of Baton, same oracles
 
 Exit codes: 0 no violation; 1 some seed violated an invariant (without --ablate),
 or, with --ablate, no seed caught the ablation; 2 bad input.
@@ -32,7 +35,8 @@ def _outcome_json(outcome: SimOutcome) -> dict[str, Any]:
         "seed": outcome.seed, "ok": outcome.ok, "trail_hash": outcome.trail_hash, "steps": outcome.steps,
         "virtual_s": round(outcome.virtual_s, 3), "statuses": outcome.statuses,
         "fault_schedule": json.loads(outcome.plan.to_json()), "fired": [f.describe() for f in outcome.fired],
-        "violations": outcome.violations, "errors": outcome.errors,
+        "violations": outcome.violations, "errors": outcome.errors, "strategy": outcome.strategy,
+        "not_applicable": [f.describe() for f in outcome.skipped], "findings": outcome.findings,
     }
 
 
@@ -52,8 +56,8 @@ def _kinds(value: str) -> tuple[RunKind, ...]:
 
 
 def _replay(seed: int, faults: int, ablate: tuple[str, ...], plan: FaultPlan | None, kinds: tuple[RunKind, ...],
-            as_json: bool, console: Console) -> int:
-    outcome = run_seed(seed, faults, ablate, plan=plan, kinds=kinds)
+            as_json: bool, console: Console, strategy: str = "baton", await_stalled: bool = False) -> int:
+    outcome = run_seed(seed, faults, ablate, plan=plan, kinds=kinds, strategy=strategy, await_stalled=await_stalled)
     if as_json:
         print(json.dumps(_outcome_json(outcome), indent=2, sort_keys=True))
     else:
@@ -61,7 +65,7 @@ def _replay(seed: int, faults: int, ablate: tuple[str, ...], plan: FaultPlan | N
                       f"trail {outcome.trail_hash}  steps {outcome.steps}  virtual {outcome.virtual_s:.1f}s")
         console.print(f"schedule {outcome.plan.to_json()}")
         console.print(f"fired    {[f.describe() for f in outcome.fired]}")
-        console.print(f"runs     {outcome.statuses}")
+        console.print(f"runs     {outcome.statuses}  ({outcome.strategy})")
         for line in outcome.violations:
             console.print(f"[red]{line}[/red]")
     return 0 if outcome.ok or ablate else 1
@@ -77,6 +81,12 @@ def _print_summary(summary: Summary, console: Console) -> None:
     console.print(table)
     console.print(f"{summary.seeds} seeds in {summary.seconds:.1f}s = {summary.seeds_per_s:.2f} seeds/s; "
                   f"runs {dict(summary.statuses)}; violating seeds {len(summary.failing)}")
+    if summary.seeds_by_oracle:
+        console.print(f"violating seeds by invariant {dict(sorted(summary.seeds_by_oracle.items()))}")
+    if summary.findings_by_check:
+        console.print(f"findings beside the invariants (bill, hidden effects) {dict(summary.findings_by_check)}")
+    if summary.skipped_counts:
+        console.print(f"scheduled faults with no counterpart for the strategy {dict(summary.skipped_counts)}")
 
 
 def _summary_json(summary: Summary) -> dict[str, Any]:
@@ -85,6 +95,10 @@ def _summary_json(summary: Summary) -> dict[str, Any]:
         "fault_kinds_scheduled": dict(summary.scheduled_counts), "fault_kinds_fired": dict(summary.fault_counts),
         "run_statuses": dict(summary.statuses), "violating_seeds": [o.seed for o in summary.failing],
         "violating_seed_count": len(summary.failing), "seeds_with_actor_errors": summary.errors, "steps": summary.steps,
+        "violations_by_invariant": dict(sorted(summary.violations_by_oracle.items())),
+        "violating_seeds_by_invariant": dict(sorted(summary.seeds_by_oracle.items())),
+        "fault_kinds_not_applicable": dict(summary.skipped_counts),
+        "findings_by_check": dict(sorted(summary.findings_by_check.items())),
     }
 
 
@@ -102,6 +116,10 @@ def sim(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
     agree: str | None = typer.Option(None, "--agree", help="CASE[,CASE]: run these sec.-27 cases live and as their "
                                      "named sim plans (baton.sim.sec27_plans) and compare the verdicts"),
+    strategy: str = typer.Option("baton", "--strategy", help="who runs the runs: baton, or a transcript-only control, "
+                                 "naive or competent (deploy and research runs; same workload, faults and oracles)"),
+    await_stalled: bool = typer.Option(False, "--await-stalled", help="keep each world running until its stalled "
+                                       "workers woke and finished what they were doing (zombies judged too)"),
 ) -> None:
     """Run the unchanged protocol in simulated worlds and check DESIGN.md's invariants after each."""
     console = Console(stderr=as_json)
@@ -115,6 +133,14 @@ def sim(
 
         raise typer.Exit(0 if all(row["agree"] for row in agreement([agree])) else 1)
     run_kinds = _kinds(kinds)
+    from baton.sim.control_world import CONTROL_KINDS, STRATEGIES
+
+    if strategy not in STRATEGIES:
+        console.print(f"[red]unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}[/red]")
+        raise typer.Exit(2)
+    if strategy != "baton" and (ablations or any(kind not in CONTROL_KINDS for kind in run_kinds)):
+        console.print("[red]a control runs deploy and research runs only, and has no protection to ablate[/red]")
+        raise typer.Exit(2)
     schedule = None
     if plan is not None:
         if seed is None:
@@ -126,7 +152,8 @@ def sim(
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
     if seed is not None:
-        raise typer.Exit(_replay(seed, faults, ablations, schedule, run_kinds, as_json, console))
+        raise typer.Exit(_replay(seed, faults, ablations, schedule, run_kinds, as_json, console, strategy,
+                                 await_stalled))
 
     with Progress(TextColumn("sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]} seeds/s"),
                   TextColumn("{task.fields[bad]} violating"), TimeElapsedColumn(), console=console,
@@ -145,19 +172,25 @@ def sim(
             progress.update(task, advance=1, rate=f"{done / elapsed:.1f}" if elapsed > 0 else "-", bad=bad)
 
         summary = run_many(range(first, first + seeds), faults, ablate=ablations, jobs=jobs, kinds=run_kinds,
-                           stop_at_first_failure=bool(ablations), on_outcome=tick)
+                           stop_at_first_failure=bool(ablations), on_outcome=tick, strategy=strategy,
+                           await_stalled=await_stalled)
     report = _summary_json(summary)
     if summary.failing:
         first_bad = summary.failing[0]
-        shrunk, tries = shrink(first_bad.seed, first_bad.plan, ablate=ablations, kinds=run_kinds)
-        replays = [run_seed(first_bad.seed, 0, ablations, plan=shrunk, kinds=run_kinds) for _ in range(2)]
+        shrunk, tries = shrink(first_bad.seed, first_bad.plan, ablate=ablations, kinds=run_kinds, strategy=strategy,
+                               await_stalled=await_stalled)
+        replays = [run_seed(first_bad.seed, 0, ablations, plan=shrunk, kinds=run_kinds, strategy=strategy,
+                            await_stalled=await_stalled) for _ in range(2)]
         report["first_failure"] = {
             **_outcome_json(first_bad), "shrunk_schedule": json.loads(shrunk.to_json()), "shrink_replays": tries,
             "shrunk_violations": sorted(invariants_of(replays[0])),
             "replay_trail_hashes": [r.trail_hash for r in replays],
             "replay_identical": replays[0].trail_hash == replays[1].trail_hash,
             "replay": f"baton sim --seed {first_bad.seed} --plan '{shrunk.to_json()}'"
-                      + "".join(f" --ablate {a}" for a in ablations),
+                      + "".join(f" --ablate {a}" for a in ablations)
+                      + (f" --runs {','.join(k.value for k in run_kinds)}" if run_kinds != (RunKind.DEPLOY,) else "")
+                      + (f" --strategy {strategy}" if strategy != "baton" else "")
+                      + (" --await-stalled" if await_stalled else ""),
         }
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))

@@ -20,6 +20,13 @@ Both sides are judged outside the code under test: the simulated worlds by the t
 files (a run holding more than one effect for its one operation) and the simulation's oracles; the
 model by its target ledger and evidence source. The check reports where they agree (the safety
 verdicts) and how far the model's verified share is from the real code's.
+
+The same check runs for the transcript-only controls (`strategy="naive"` or `"competent"`): the
+simulated side is then the live control's own code (`baton.sim.control_world`), with each fault placed
+by a fault-free world of that control (its durable writes and its mutation), and the model side is the
+experiment's model of that control. For Baton the safety verdict is "both sides clean"; for a control
+it is "both sides say the same": a second effect on both sides or on neither, stale evidence on both
+or on neither.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from baton.experiment.workload import FAULT_KINDS, Parameters, generate
 from baton.models import RunKind
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.oracles import MUTATION_PATHS, effects_by_target
+from baton.sim.runner import invariants_of
 from baton.sim.runner import config_for
 from baton.sim.seal_writes import worker_writes
 from baton.sim.world import SimRecords, run_world
@@ -46,6 +54,8 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 STALL_PAST_LEASE_S = "40.0"
 MOVE_REASONS = (ChaosReason.GPU_RECLAIMED, ChaosReason.REGION_CAPACITY_LOST, ChaosReason.PROVIDER_UNHEALTHY)
 MODEL_RUNS = 20_000
+SIMULATED_STRATEGIES = ("baton", "naive", "competent")
+"""The experiment's strategies the simulation runs as real code (`baton.sim.control_world` for the controls)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,8 @@ class SimSide:
     statuses: Counter[str] = field(default_factory=Counter)
     runs_over_one_effect: int = 0
     violating_worlds: int = 0
+    stale_worlds: int = 0
+    """Worlds where the oracle of invariant 9 found a publication quoting a superseded document."""
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -96,17 +108,24 @@ class KindCheck:
     kind: str
     sim: SimSide
     model: ModelSide
+    strategy: str = "baton"
 
     @property
     def safety_agrees(self) -> bool:
-        """Both sides clean: no run with a second effect, no stale evidence accepted, no oracle violated."""
+        """Baton: both sides clean (no run with a second effect, no stale evidence accepted, no oracle violated).
+        A control: both sides give the same verdicts (a second effect on both or neither, stale evidence on both
+        or neither)."""
+        if self.strategy != "baton":
+            return ((self.sim.runs_over_one_effect > 0) == (self.model.duplicates > 0)
+                    and (self.sim.stale_worlds > 0) == (self.model.stale > 0))
         return (self.sim.runs_over_one_effect == 0 and self.sim.violating_worlds == 0
                 and self.model.duplicates == 0 and self.model.stale == 0)
 
     def as_dict(self) -> dict[str, Any]:
         sim = asdict(self.sim) | {"statuses": dict(self.sim.statuses), "verified_share": self.sim.verified_share}
         model = asdict(self.model) | {"verified_share": self.model.verified_share}
-        return {"kind": self.kind, "sim": sim, "model": model, "safety_agrees": self.safety_agrees}
+        return {"kind": self.kind, "strategy": self.strategy, "sim": sim, "model": model,
+                "safety_agrees": self.safety_agrees}
 
 
 def run_kind_for(kind: str) -> RunKind:
@@ -114,7 +133,7 @@ def run_kind_for(kind: str) -> RunKind:
     return RunKind.RESEARCH if kind == "evidence_changed" else RunKind.DEPLOY
 
 
-def baseline(seed: int, run_kind: RunKind) -> Baseline:
+def baseline(seed: int, run_kind: RunKind, strategy: str = "baton") -> Baseline:
     """Run the seed's world without faults and read where its writes and its mutation fall."""
     seqs: list[int] = []
 
@@ -122,7 +141,8 @@ def baseline(seed: int, run_kind: RunKind) -> Baseline:
         seqs.extend(m.seq for m in records.network.messages
                     if m.method == "POST" and m.path == MUTATION_PATHS.get(m.target))
 
-    outcome = run_world(config_for(seed, 0, plan=FaultPlan(), kinds=(run_kind,), keep_trail=True), before_check=look)
+    outcome = run_world(config_for(seed, 0, plan=FaultPlan(), kinds=(run_kind,), keep_trail=True, strategy=strategy),
+                        before_check=look)
     trail = outcome.trail or []
     mutation = min(seqs) if seqs else None
     claim = None
@@ -152,28 +172,31 @@ def faults_for(kind: str, base: Baseline, rng: random.Random) -> tuple[Fault, ..
     return (Fault("drop_response", base.mutation_seq),)  # reply_lost
 
 
-def check_sim(kind: str, worlds: int, *, tick: Callable[[], None] | None = None) -> SimSide:
+def check_sim(kind: str, worlds: int, *, tick: Callable[[], None] | None = None, strategy: str = "baton",
+              await_stalled: bool = False) -> SimSide:
     """`worlds` simulated worlds (seeds 0..worlds-1), each with the one fault standing for `kind`."""
     side = SimSide()
     run_kind = run_kind_for(kind)
     for seed in range(worlds):
-        faults = faults_for(kind, baseline(seed, run_kind), random.Random(f"simcheck:{kind}:{seed}"))
+        faults = faults_for(kind, baseline(seed, run_kind, strategy), random.Random(f"simcheck:{kind}:{seed}"))
         side.worlds += 1
         if faults:
-            _run_one(side, seed, run_kind, faults)
+            _run_one(side, seed, run_kind, faults, strategy, await_stalled)
         if tick is not None:
             tick()
     return side
 
 
-def _run_one(side: SimSide, seed: int, run_kind: RunKind, faults: tuple[Fault, ...]) -> None:
+def _run_one(side: SimSide, seed: int, run_kind: RunKind, faults: tuple[Fault, ...], strategy: str = "baton",
+             await_stalled: bool = False) -> None:
     per_run: Counter[str] = Counter()
 
     def look(records: SimRecords) -> None:
         for effects in effects_by_target(records).values():
             per_run.update(str(effect.get("run_id", "")) for effect in effects)
 
-    outcome = run_world(config_for(seed, 0, plan=FaultPlan(faults), kinds=(run_kind,)), before_check=look)
+    outcome = run_world(config_for(seed, 0, plan=FaultPlan(faults), kinds=(run_kind,), strategy=strategy,
+                                   await_stalled=await_stalled), before_check=look)
     if not set(faults) <= set(outcome.fired):
         return
     side.fired += 1
@@ -181,17 +204,19 @@ def _run_one(side: SimSide, seed: int, run_kind: RunKind, faults: tuple[Fault, .
     over = [run for run, count in per_run.items() if count > 1]
     side.runs_over_one_effect += len(over)
     side.violating_worlds += bool(outcome.violations)
+    side.stale_worlds += "I9" in invariants_of(outcome)
     if (over or outcome.violations) and len(side.examples) < 3:
         described = " ".join(fault.describe() for fault in faults)
         side.examples.append(f"seed {seed} {described}: effects {dict(per_run)}, {outcome.violations[:2]}")
 
 
 def check_model(seed: int = 7, runs: int = MODEL_RUNS, *, params: Parameters | None = None,
-                calibration: Calibration | None = None) -> dict[str, ModelSide]:
-    """The model's Baton strategy over one workload: per fault kind, its runs that met exactly that one fault."""
+                calibration: Calibration | None = None, strategy: str = "baton") -> dict[str, ModelSide]:
+    """The model's strategy (Baton by default) over one workload: per fault kind, its runs that met exactly that one
+    fault."""
     params = params or Parameters()
     w = generate(seed, runs, params)
-    result = run_strategy(BY_ID["baton"], w, params, calibration or load_calibration(), seed=seed,
+    result = run_strategy(BY_ID[strategy], w, params, calibration or load_calibration(), seed=seed,
                           with_metrics=False)
     sides = {}
     for kind in FAULT_KINDS:
@@ -202,13 +227,17 @@ def check_model(seed: int = 7, runs: int = MODEL_RUNS, *, params: Parameters | N
 
 
 def check(worlds: int, *, seed: int = 7, model_runs: int = MODEL_RUNS, kinds: tuple[str, ...] = FAULT_KINDS,
-          tick: Callable[[], None] | None = None) -> list[KindCheck]:
-    """Every fault kind on both sides."""
+          tick: Callable[[], None] | None = None, strategy: str = "baton", await_stalled: bool = False
+          ) -> list[KindCheck]:
+    """Every fault kind on both sides, for `strategy`: `baton`, `naive` or `competent`."""
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(FAULT_KINDS)}")
-    model = check_model(seed, model_runs)
-    return [KindCheck(kind, check_sim(kind, worlds, tick=tick), model[kind]) for kind in kinds]
+    if strategy not in SIMULATED_STRATEGIES:
+        raise ValueError(f"the simulation runs {', '.join(SIMULATED_STRATEGIES)}, not {strategy!r}")
+    model = check_model(seed, model_runs, strategy=strategy)
+    return [KindCheck(kind, check_sim(kind, worlds, tick=tick, strategy=strategy, await_stalled=await_stalled),
+                      model[kind], strategy) for kind in kinds]
 
 
 def share_gap(row: KindCheck) -> float | None:

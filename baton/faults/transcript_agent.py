@@ -19,6 +19,17 @@ UNKNOWN state of an operation, or the identity of the release that made the
 candidate. Each step ends by writing the transcript (atomically), then
 `baton.fault_points.reached("sealed:<BOUNDARY>")`, the same point Baton's SDK
 names after a seal; the deploy client holds at `before_send` for both.
+
+One step loop, two drivers. `TranscriptAgent` takes what it touches from outside
+as arguments: where the transcript lives (`TranscriptFile` here, a file written
+atomically; the simulation passes its own store of transcripts), how it reaches
+the deploy and corpus services (`ServiceClients`: here the live HTTP clients on
+the ports the services published; the simulation passes the same clients over
+its simulated network) and when to stop between steps. Time comes from
+`baton.clock` only (the backoff sleeps), so under the simulation's virtual clock
+the same code runs on virtual time. This module's `main` is the thin CLI
+wrapper the live fault matrix starts as a process; `baton.sim.control_world`
+drives the same class in process.
 """
 
 from __future__ import annotations
@@ -27,13 +38,13 @@ import argparse
 import json
 import os
 import sys
-import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from baton import fault_points
+from baton import clock, fault_points
 from baton.agents.deploy_agent import build_catalog
 from baton.agents.scripted_models import BuildInfo, NoDeployableBuildError, model_for
 from baton.agents.verifiers import check_deployment_spec, verify_report
@@ -61,18 +72,28 @@ def checksum(body: dict[str, Any]) -> str:
     return sha256_ref(canonical_json({k: v for k, v in body.items() if k != "checksum"}))
 
 
-def load(path: Path, mode: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+def parse(text: str, mode: str, where: str) -> dict[str, Any]:
+    """A transcript from its text (the competent design checks its checksum)."""
+    body: dict[str, Any] = json.loads(text)
     if mode == "competent" and body.get("checksum") != checksum(body):
-        raise TranscriptCorrupt(f"{path}: checksum mismatch")
+        raise TranscriptCorrupt(f"{where}: checksum mismatch")
     return body
 
 
-def save(path: Path, body: dict[str, Any], mode: str) -> None:
+def seal(body: dict[str, Any], mode: str) -> str:
+    """The text a transcript is written as (the competent design adds its checksum to `body` first)."""
     if mode == "competent":
         body["checksum"] = checksum(body)
+    return json.dumps(body, indent=1, sort_keys=True)
+
+
+def load(path: Path, mode: str) -> dict[str, Any]:
+    return parse(path.read_text(encoding="utf-8"), mode, str(path))
+
+
+def save(path: Path, body: dict[str, Any], mode: str) -> None:
     staging = path.with_name(path.name + f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps(body, indent=1, sort_keys=True), encoding="utf-8")
+    staging.write_text(seal(body, mode), encoding="utf-8")
     os.replace(staging, path)
 
 
@@ -89,22 +110,81 @@ def _url(home: Path, service: str) -> str:
     return f"http://127.0.0.1:{int((target_data_dir(service, home) / PORT_FILE).read_text().strip())}"
 
 
-class TranscriptAgent:
-    """One worker process of a transcript-only control."""
+class TranscriptStorage(Protocol):
+    """Where a control's transcript lives: the only state it resumes from."""
 
-    def __init__(self, path: Path, mode: str, release: str, home: Path) -> None:
-        self.path, self.mode, self.release, self.home = path, mode, release, home
+    root: Path
+    """A directory of the control's own (the browser control's credential issuer keeps its keys there)."""
+
+    def load(self, mode: str) -> dict[str, Any]: ...
+    def raw(self) -> dict[str, Any]: ...
+    def save(self, body: dict[str, Any], mode: str) -> None: ...
+
+
+class TranscriptFile:
+    """A transcript in a file, replaced atomically on every write (the live control's storage)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.root = self.path.parent
+
+    def load(self, mode: str) -> dict[str, Any]:
+        return load(self.path, mode)
+
+    def raw(self) -> dict[str, Any]:
+        return dict(json.loads(self.path.read_text(encoding="utf-8")))
+
+    def save(self, body: dict[str, Any], mode: str) -> None:
+        save(self.path, body, mode)
+
+
+class ServiceClients(Protocol):
+    """How the deploy and research steps reach their services (each client is closed by its caller)."""
+
+    def deploy(self, timeout_s: float | None = None) -> DeployClient: ...
+    def corpus(self, timeout_s: float | None = None) -> CorpusClient: ...
+
+
+class LiveServices:
+    """The live services, on the loopback ports they published under `home`."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def deploy(self, timeout_s: float | None = None) -> DeployClient:
+        url = _url(self.home, "deploy")
+        return DeployClient(url) if timeout_s is None else DeployClient(url, timeout_s=timeout_s)
+
+    def corpus(self, timeout_s: float | None = None) -> CorpusClient:
+        url = _url(self.home, "corpus")
+        return CorpusClient(url) if timeout_s is None else CorpusClient(url, timeout_s=timeout_s)
+
+
+class TranscriptAgent:
+    """One worker process of a transcript-only control.
+
+    `transcript` is a path (the live CLI) or a `TranscriptStorage`; `services` defaults to the live services under
+    `home`; `stop` is asked between steps (a scheduler draining the worker): when it answers True the worker leaves
+    the transcript as it is and returns, as a process told to stop would.
+    """
+
+    def __init__(self, transcript: Path | TranscriptStorage, mode: str, release: str, home: Path, *,
+                 services: ServiceClients | None = None, stop: Callable[[], bool] | None = None) -> None:
+        self.storage: TranscriptStorage = TranscriptFile(transcript) if isinstance(transcript, Path) else transcript
+        self.mode, self.release, self.home = mode, release, home
+        self.services: ServiceClients = services if services is not None else LiveServices(home)
+        self.stop = stop or (lambda: False)
         self.spent_here = {"model_calls": 0, "model_spend_usd": Decimal("0")}
         try:
-            self.body = load(path, mode)
+            self.body = self.storage.load(mode)
         except TranscriptCorrupt:
             # The competent design notices the damage; all it can do is start again from the task.
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = self.storage.raw()
             self.body = new_transcript(raw.get("run_id", ""), raw.get("task", {}), raw.get("limits", {}), mode)
             self.body["restarted"] = "checksum mismatch: started over"
         self.body["resumes"] = int(self.body.get("resumes", 0)) + (1 if self.body["messages"] else 0)
         self.run_id = str(self.body["run_id"])
-        self.steps = steps_for(str(self.body["task"].get("kind")), path.parent)
+        self.steps = steps_for(str(self.body["task"].get("kind")), self.storage.root)
 
     # -- transcript ----------------------------------------------------------------------------
 
@@ -118,7 +198,7 @@ class TranscriptAgent:
 
     def advance(self, step: str) -> None:
         self.body["step"] = step
-        save(self.path, self.body, self.mode)
+        self.storage.save(self.body, self.mode)
         fault_points.reached(f"sealed:{step}")
 
     def end(self, status: str, detail: str) -> None:
@@ -126,7 +206,7 @@ class TranscriptAgent:
         used = self.budget_used()
         self.body["reported"] = {"status": status, "model_calls": used["model_calls"],
                                  "model_spend_usd": str(used["model_spend_usd"])}
-        save(self.path, self.body, self.mode)
+        self.storage.save(self.body, self.mode)
 
     def budget_used(self) -> dict[str, Any]:
         if self.mode == "competent":
@@ -150,6 +230,8 @@ class TranscriptAgent:
 
     def run(self) -> None:
         while self.body["status"] == "active":
+            if self.stop():
+                return None
             step = self.body["step"]
             if step == "GENERATING":
                 if not self.within_budget():
@@ -182,7 +264,7 @@ class TranscriptAgent:
             except NoDeployableBuildError as exc:
                 return self.end("failed", str(exc))
         else:
-            with CorpusClient(_url(self.home, "corpus")) as corpus:
+            with self.services.corpus() as corpus:
                 fetched = [corpus.fetch(doc) for doc in task["documents"]]
             pairs = [(f.observation(FRESHNESS_S), f.data) for f in fetched]
             self.say("GENERATING", "tool", {"documents": [
@@ -220,7 +302,7 @@ class TranscriptAgent:
         key = f"{self.run_id}:{kind}" if self.mode == "competent" else uuid.uuid4().hex
         epoch = int(self.body["resumes"]) if self.mode == "competent" else 0
         self.say("AUTHORIZED", "assistant", {"tool_call": kind, "idempotency_key": key})
-        save(self.path, self.body, self.mode)  # the call is in the transcript before it is made
+        self.storage.save(self.body, self.mode)  # the call is in the transcript before it is made
         client = self._client(kind)
         attempts = len(BACKOFF_S) + 1 if self.mode == "competent" else 1
         refreshed = False
@@ -236,7 +318,7 @@ class TranscriptAgent:
                     if attempt + 1 == attempts:
                         self.say("AUTHORIZED", "tool", {"error": str(exc)})
                         return self.end("failed", f"{kind} did not answer: {exc}")
-                    time.sleep(BACKOFF_S[attempt])
+                    clock.sleep(BACKOFF_S[attempt])
                 except TargetRejectedError as exc:
                     self.say("AUTHORIZED", "tool", {"error": str(exc), "reason": exc.reason})
                     # competent: the target's state moved on; refresh to it once and send again (see transcript_agents)
@@ -254,8 +336,8 @@ class TranscriptAgent:
         if self.steps is not None:
             return self.steps.client(self)
         if kind == "deploy":
-            return DeployClient(_url(self.home, "deploy"), timeout_s=1.0)
-        return CorpusClient(_url(self.home, "corpus"), timeout_s=1.0)
+            return self.services.deploy(timeout_s=1.0)
+        return self.services.corpus(timeout_s=1.0)
 
     def postcondition(self) -> None:
         kind = self.body["task"]["kind"]
@@ -263,10 +345,10 @@ class TranscriptAgent:
             if self.steps is not None:
                 mine = self.steps.effects(self)
             elif kind == "deploy":
-                with DeployClient(_url(self.home, "deploy")) as deploy:
+                with self.services.deploy() as deploy:
                     mine = [d for d in deploy.deployments() if d.get("run_id") == self.run_id]
             else:
-                with CorpusClient(_url(self.home, "corpus")) as corpus:
+                with self.services.corpus() as corpus:
                     mine = [p for p in corpus.publications() if p.get("run_id") == self.run_id]
         except Exception as exc:  # noqa: BLE001 - the target is gone: the control says what it believes
             return self.end("verified", f"committed; postcondition not checked ({exc})")

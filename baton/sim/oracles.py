@@ -66,6 +66,13 @@ def _applies(records: SimRecords) -> list[Message]:
     return [m for m in records.network.messages if m.method == "POST" and m.path == MUTATION_PATHS.get(m.target)]
 
 
+def run_statuses(records: SimRecords) -> list[tuple[str, str]]:
+    """(run id, status) of every run: the store's `runs` rows, or what a system without that store reported."""
+    if records.reported is not None:
+        return sorted(records.reported.items())
+    return [(str(r), str(s)) for r, s in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")]
+
+
 def _accepted(message: Message) -> list[tuple[float, int, int, int]]:
     return [d for d in message.deliveries if d[1] in (200, 201)]
 
@@ -79,12 +86,22 @@ def _elapsed(text: str) -> float:
 
 
 def no_double_commit(records: SimRecords) -> list[str]:
-    """No idempotency key has more than one side effect in any target's own records."""
+    """No idempotency key has more than one side effect in any target's own records, and no run has side effects
+    under more than one key in a target (each run makes one logical mutation of its target: a second key for it
+    is the same operation committed again, as a client that makes a fresh key per attempt does)."""
     found = []
     for target, effects in effects_by_target(records).items():
         for key, count in Counter(e["idempotency_key"] for e in effects).items():
             if count > 1:
                 found.append(f"I1: {target} recorded {count} side effects for key {key}")
+        keys: defaultdict[str, set[str]] = defaultdict(set)
+        for effect in effects:
+            if effect.get("run_id"):
+                keys[str(effect["run_id"])].add(str(effect["idempotency_key"]))
+        for run_id, run_keys in sorted(keys.items()):  # one logical operation per run and target, whatever its keys
+            if len(run_keys) > 1:
+                found.append(f"I1: {target} recorded side effects for {run_id} under {len(run_keys)} keys "
+                             f"(one logical operation committed {len(run_keys)} times)")
     return found
 
 
@@ -169,7 +186,7 @@ def unknown_reconciled_before_retry(records: SimRecords) -> list[str]:
                              f"{sent.operation_id} (message {sent.seq}, unanswered)")
             break
     effects = effects_by_target(records)
-    for run_id, status in records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id"):
+    for run_id, status in run_statuses(records):
         if status != "verified":
             continue
         target = next((t for kind, t in RUN_TARGETS.items() if f"-{kind}-" in run_id), "corpus")
@@ -220,8 +237,8 @@ def evidence_bound_to_artifact(records: SimRecords) -> list[str]:
 
 def _blobs(records: SimRecords) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for digest, data in records.store.raw("SELECT digest, data FROM blobs"):
-        raw = bytes(data)
+    stored = [bytes(data) for _digest, data in records.store.raw("SELECT digest, data FROM blobs")]
+    for raw in (*stored, *records.documents):
         ref = "sha256:" + hashlib.sha256(raw).hexdigest()
         try:
             out[ref] = json.loads(raw)
@@ -268,6 +285,7 @@ def authority_within_bounds(records: SimRecords) -> list[str]:
     if tokens:
         stored = [bytes(row[0]) for row in records.store.raw("SELECT data FROM blobs")]
         stored += [str(row[0]).encode() for row in records.store.raw("SELECT body FROM checkpoints")]
+        stored += list(records.documents)
         for token in tokens:
             secret = token.rsplit(".", 1)[-1].encode()
             if any(secret in data for data in stored):
@@ -431,7 +449,7 @@ def _freshness_budgets(blobs: dict[str, Any]) -> dict[str, float]:
 
 def every_run_ends(records: SimRecords) -> list[str]:
     """Once the faults stop, every run ends: verified, failed or escalated."""
-    rows = records.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")
+    rows = run_statuses(records)
     found = [f"I10: {run_id} never ended (status {status})" for run_id, status in rows if status not in ENDED]
     if not records.settled and not found:
         found.append("I10: the world did not settle (a late message or an actor never finished)")
@@ -586,6 +604,63 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )
+
+
+# outside the invariants: what the run said against the targets' and the provider's own records ---------------------
+
+
+def _accounted_calls(records: SimRecords, run_id: str, blobs: dict[str, Any]) -> float | None:
+    """The model calls a run accounted for: a control's final report, else the ledger of Baton's latest checkpoint
+    that names one (what moves with the run)."""
+    if records.reported_budget is not None:
+        return records.reported_budget.get(run_id)
+    for (body,) in records.store.raw("SELECT body FROM checkpoints WHERE run_id = ? ORDER BY seq DESC", (run_id,)):
+        used = _budget_used(body, blobs)
+        if used is not None:
+            return used.get("model_calls", 0.0)
+    return None
+
+
+def billed_within_accounted(records: SimRecords) -> list[str]:
+    """The provider's bill (its own record, written as it serves a call) holds no more model calls for an ended run
+    than the run accounted for."""
+    from baton.sim.catalog_faults import BILL_FILE
+
+    bill = Counter(str(line.get("account")) for line in _lines(records.root / BILL_FILE))
+    blobs = _blobs(records) if records.reported_budget is None else {}
+    found = []
+    for run_id, status in run_statuses(records):
+        if status not in ENDED:
+            continue
+        accounted = _accounted_calls(records, run_id, blobs)
+        if bill[run_id] > (accounted or 0.0):
+            found.append(f"bill: the provider billed {run_id} for {bill[run_id]} model call(s); the run accounted "
+                         f"{accounted if accounted is not None else 'none'}")
+    return found
+
+
+def failed_with_an_effect(records: SimRecords) -> list[str]:
+    """No run reports failed while its target's own records hold a side effect of it (an effect it hid)."""
+    effects = effects_by_target(records)
+    found = []
+    for run_id, status in run_statuses(records):
+        target = next((t for kind, t in RUN_TARGETS.items() if f"-{kind}-" in run_id), "corpus")
+        mine = [e for e in effects[target] if e.get("run_id") == run_id]
+        if status == "failed" and mine:
+            found.append(f"hidden: {run_id} reported failed but {target} recorded {len(mine)} side effect(s) for it")
+    return found
+
+
+FINDINGS: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
+    ("the provider billed no more than the run accounted", billed_within_accounted),
+    ("no failed run left a side effect", failed_with_an_effect),
+)
+"""Checks the live fault matrix asks (`baton.faults.oracles`: budget, unknown hidden) read here from the same
+records; reported beside the invariants (`SimOutcome.findings`), not counted in `ok`."""
+
+
+def findings(records: SimRecords) -> list[str]:
+    return [finding for _name, check_ in FINDINGS for finding in check_(records)]
 
 
 def check(records: SimRecords) -> list[str]:

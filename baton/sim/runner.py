@@ -17,21 +17,28 @@ DEFAULT_KINDS = (RunKind.DEPLOY,)
 
 
 def config_for(seed: int, faults: int, *, ablate: Sequence[str] = (), plan: FaultPlan | None = None,
-               kinds: tuple[RunKind, ...] = DEFAULT_KINDS, keep_trail: bool = False) -> SimConfig:
+               kinds: tuple[RunKind, ...] = DEFAULT_KINDS, keep_trail: bool = False,
+               strategy: str = "baton", await_stalled: bool = False) -> SimConfig:
     """The world of `seed`: its fault schedule is drawn from the seed (random faults, sometimes a named scenario,
-    `baton.sim.scenarios`) unless `plan` is given."""
+    `baton.sim.scenarios`) unless `plan` is given. The schedule depends on the seed and the run kinds only, never
+    on `strategy` (`baton`, `naive`, `competent`): every strategy faces the same faults (`baton.sim.control_world`
+    says how each reaches a control)."""
+    if strategy != "baton" and ablate:
+        raise ValueError("ablations switch off Baton's protections: a control strategy has none to switch off")
     return SimConfig(seed=seed, plan=plan if plan is not None else mixed(seed, faults, kinds), kinds=kinds,
-                     ablate=tuple(ablate), keep_trail=keep_trail)
+                     ablate=tuple(ablate), keep_trail=keep_trail, strategy=strategy, await_stalled=await_stalled)
 
 
 def run_seed(seed: int, faults: int, ablate: Sequence[str] = (), plan: FaultPlan | None = None,
-             kinds: tuple[RunKind, ...] = DEFAULT_KINDS, keep_trail: bool = False) -> SimOutcome:
-    return run_world(config_for(seed, faults, ablate=ablate, plan=plan, kinds=kinds, keep_trail=keep_trail))
+             kinds: tuple[RunKind, ...] = DEFAULT_KINDS, keep_trail: bool = False, strategy: str = "baton",
+             await_stalled: bool = False) -> SimOutcome:
+    return run_world(config_for(seed, faults, ablate=ablate, plan=plan, kinds=kinds, keep_trail=keep_trail,
+                                strategy=strategy, await_stalled=await_stalled))
 
 
-def _run_one(args: tuple[int, int, tuple[str, ...], tuple[RunKind, ...]]) -> SimOutcome:
-    seed, faults, ablate, kinds = args
-    outcome = run_seed(seed, faults, ablate, kinds=kinds)
+def _run_one(args: tuple[int, int, tuple[str, ...], tuple[RunKind, ...], str, bool]) -> SimOutcome:
+    seed, faults, ablate, kinds, strategy, await_stalled = args
+    outcome = run_seed(seed, faults, ablate, kinds=kinds, strategy=strategy, await_stalled=await_stalled)
     outcome.trail = None
     return outcome
 
@@ -46,6 +53,14 @@ class Summary:
     fault_counts: Counter[str] = field(default_factory=Counter)
     scheduled_counts: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    violations_by_oracle: Counter[str] = field(default_factory=Counter)
+    """Invariant (`I1`...) -> violations of it found, over every seed."""
+    seeds_by_oracle: Counter[str] = field(default_factory=Counter)
+    """Invariant -> seeds with at least one violation of it."""
+    findings_by_check: Counter[str] = field(default_factory=Counter)
+    """`bill` / `hidden` -> findings of `baton.sim.oracles.FINDINGS` over every seed."""
+    skipped_counts: Counter[str] = field(default_factory=Counter)
+    """Fault kind -> scheduled faults with no counterpart for the strategy (they never fire)."""
     errors: int = 0
     steps: int = 0
 
@@ -59,6 +74,10 @@ class Summary:
         self.fault_counts.update(f.kind for f in outcome.fired)
         self.scheduled_counts.update(f.kind for f in outcome.plan.faults)
         self.statuses.update(outcome.statuses.values())
+        self.violations_by_oracle.update(v.split(":", 1)[0] for v in outcome.violations)
+        self.seeds_by_oracle.update(invariants_of(outcome))
+        self.skipped_counts.update(f.kind for f in outcome.skipped)
+        self.findings_by_check.update(f.split(":", 1)[0] for f in outcome.findings)
         self.errors += bool(outcome.errors)
         if not outcome.ok:
             self.failing.append(outcome)
@@ -66,11 +85,12 @@ class Summary:
 
 def run_many(seeds: Sequence[int], faults: int, *, ablate: Sequence[str] = (), jobs: int = 1,
              kinds: tuple[RunKind, ...] = DEFAULT_KINDS, stop_at_first_failure: bool = False,
-             on_outcome: Callable[[SimOutcome], None] | None = None) -> Summary:
+             on_outcome: Callable[[SimOutcome], None] | None = None, strategy: str = "baton",
+             await_stalled: bool = False) -> Summary:
     """Run every seed (in `jobs` processes) and summarize."""
     summary = Summary()
     started = time.perf_counter()
-    work = [(seed, faults, tuple(ablate), kinds) for seed in seeds]
+    work = [(seed, faults, tuple(ablate), kinds, strategy, await_stalled) for seed in seeds]
     if jobs <= 1:
         results = map(_run_one, work)
         for outcome in results:
@@ -97,18 +117,20 @@ def invariants_of(outcome: SimOutcome) -> frozenset[str]:
 
 
 def shrink(seed: int, plan: FaultPlan, *, ablate: Sequence[str] = (), kinds: tuple[RunKind, ...] = DEFAULT_KINDS,
-           budget: int = 64) -> tuple[FaultPlan, int]:
+           budget: int = 64, strategy: str = "baton", await_stalled: bool = False) -> tuple[FaultPlan, int]:
     """Delta debugging (ddmin): a smallest sub-schedule of `plan` that still violates the same invariants.
 
     Returns the shrunk plan and how many replays it took (at most `budget`).
     """
-    target = invariants_of(run_seed(seed, 0, ablate, plan=plan, kinds=kinds))
+    target = invariants_of(run_seed(seed, 0, ablate, plan=plan, kinds=kinds, strategy=strategy,
+                                    await_stalled=await_stalled))
     tries = 0
 
     def fails(candidate: FaultPlan) -> bool:
         nonlocal tries
         tries += 1
-        return bool(target) and target <= invariants_of(run_seed(seed, 0, ablate, plan=candidate, kinds=kinds))
+        return bool(target) and target <= invariants_of(run_seed(seed, 0, ablate, plan=candidate, kinds=kinds,
+                                                                 strategy=strategy, await_stalled=await_stalled))
 
     if not target:
         return plan, tries

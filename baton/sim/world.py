@@ -164,6 +164,11 @@ class SimConfig:
     """How long an unowned run that no placement can take waits before the coordinator escalates it."""
     ablate: tuple[str, ...] = ()
     keep_trail: bool = False
+    strategy: str = "baton"
+    """Who runs the runs: `baton`, or a transcript-only control, `naive` or `competent` (`baton.sim.control_world`)."""
+    await_stalled: bool = False
+    """Keep the world running until every stalled worker process has woken and finished what it was doing, even after
+    every run ended (a zombie's late acts are judged too); off, the world ends once every run ended."""
 
 
 @dataclass
@@ -179,6 +184,13 @@ class SimRecords:
     """process name -> placement of the worker process that sent messages."""
     settled: bool
     launch_authority: dict[str, AuthorityLevel]
+    reported: dict[str, str] | None = None
+    """Each run's status as a system without Baton's store reported it (a control's transcript); None: the store's
+    `runs` rows hold it."""
+    documents: tuple[bytes, ...] = ()
+    """What such a system stored besides the store's blobs (a control's candidates, observations, verdicts)."""
+    reported_budget: dict[str, float] | None = None
+    """The model calls each run accounted for, as such a system reported them (None: Baton's checkpoints hold it)."""
 
 
 @dataclass
@@ -197,6 +209,11 @@ class SimOutcome:
     last_boundaries: dict[str, str] = field(default_factory=dict)
     """Each run's latest sealed boundary (raw `checkpoints` rows)."""
     trail: list[str] | None = None
+    strategy: str = "baton"
+    skipped: list[Fault] = field(default_factory=list)
+    """Scheduled faults with no counterpart for the strategy (a control has no catalog and no lease calls)."""
+    findings: list[str] = field(default_factory=list)
+    """What `baton.sim.oracles.FINDINGS` found: the run's own account against the bill and the targets (not in `ok`)."""
 
     @property
     def ok(self) -> bool:
@@ -313,9 +330,10 @@ class World:
 
     # -- launching ----------------------------------------------------------------------------------------
 
-    def launch(self) -> None:
+    def workload(self) -> list[tuple[str, RunKind, Placement, dict[str, Any]]]:
+        """The seed's runs: (run id, kind, first placement, task input), drawn the same for every strategy."""
         rng = random.Random(f"launch:{self.config.seed}")
-        needs: dict[str, dict[str, Any]] = {}
+        runs = []
         for index, kind in enumerate(self.config.kinds):
             run_id = f"sim{self.config.seed}-{kind.value}-{index}"
             placement = PLACEMENTS[rng.randrange(len(PLACEMENTS))]
@@ -323,6 +341,13 @@ class World:
             task_input: dict[str, Any] = {"service": "checkout"} if kind is RunKind.DEPLOY else {
                 "topic": "one side effect per key", "documents": [documents[(index + k) % len(documents)]
                                                                    for k in range(3)]}
+            runs.append((run_id, kind, placement, task_input))
+        return runs
+
+    def launch(self) -> None:
+        needs: dict[str, dict[str, Any]] = {}
+        for run_id, kind, placement, task_input in self.workload():
+            index = len(self.run_ids)
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
                                                  portable_to_providers=catalog_faults.PROVIDERS)
@@ -540,14 +565,30 @@ class World:
         self.sched.spawn("coordinator", self.sched.process("coordinator"), self.coordinate)
 
         def done() -> bool:
-            return self.settled() and not any(not a.done and a.name.startswith("late-") for a in self.sched.actors)
+            return self.settled() and not any(not a.done and (a.name.startswith("late-") or self._zombie(a))
+                                              for a in self.sched.actors)
 
         finished = self.sched.run(done, max_time_s=self.config.max_time_s)
         return finished
 
+    def _zombie(self, actor: Any) -> bool:
+        """With `await_stalled`: an actor of a worker process that was stalled and is still alive (it is to wake and
+        finish what it was doing, even after every run ended)."""
+        process = actor.process
+        return (self.config.await_stalled and process.name.startswith("w:") and not process.dead
+                and process.paused_until > 0.0)
+
     def records(self, settled: bool) -> SimRecords:
         return SimRecords(self.root, self.store, self.network, self.lease_history, tuple(self.run_ids),
                           dict(self.senders), settled, dict(self.launch_authority))
+
+
+def _world_class(config: SimConfig) -> type[World]:
+    if config.strategy == "baton":
+        return World
+    from baton.sim.control_world import ControlWorld
+
+    return ControlWorld
 
 
 @contextlib.contextmanager
@@ -571,7 +612,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
 
     `before_check` sees the raw records first (tests use it to show an oracle catches a tampered record).
     """
-    from baton.sim.oracles import check
+    from baton.sim.oracles import check, findings
 
     shared = _ROOT_BUSY.acquire(blocking=False)  # a world inside a world (never in `baton sim`) gets its own dir
     if shared:
@@ -586,7 +627,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     try:
         with ablated, seeded_uuid4(config.seed), browser_world.seeded_tokens(config.seed), _quiet(), \
                 _billed(root / catalog_faults.BILL_FILE):
-            world = World(config, root)
+            world = _world_class(config)(config, root)
             with clocks.use_clock(world.sched):
                 try:
                     world.launch()
@@ -597,17 +638,22 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 if before_check is not None:
                     before_check(records)
                 violations = check(records)
+                found = findings(records)
             outcome = SimOutcome(
                 seed=config.seed, plan=config.plan, trail_hash=world.sched.trail_hash, steps=world.sched.steps,
                 virtual_s=world.sched.elapsed_s,
-                statuses={row[0]: row[1] for row in world.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")},
+                statuses=records.reported if records.reported is not None else
+                {row[0]: row[1] for row in world.store.raw("SELECT run_id, status FROM runs ORDER BY run_id")},
                 fired=list(world.fired) + list(world.network.fired), violations=violations,
                 errors=[f"{name}: {type(exc).__name__}: {exc}" for name, exc in world.sched.errors],
                 trail=world.sched.trail_lines,
                 last_boundaries={row[0]: row[1] for row in world.store.raw(
                     "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
                     "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
+                strategy=config.strategy, skipped=list(getattr(world, "skipped", [])), findings=found,
             )
+            if config.strategy != "baton":  # a control's last step, as its transcript has it
+                outcome.last_boundaries = world.steps_reached()
             world.network.close()
             world.store.close()
             return outcome

@@ -15,9 +15,10 @@ answer was lost sent again under the same key without asking the target first: a
 protocol rule, harmless where the target deduplicates) and `I4 verified without
 exactly one effect` (a run reported verified while its target recorded no side
 effect or several of them: harm seen by the target's own records). Beside the
-invariants, the two findings of `baton.sim.oracles.FINDINGS` are counted the same
-way: `bill` (the provider billed a run for more model calls than it accounted for)
-and `hidden` (a run reported failed while its target holds its side effect).
+invariants, the finding of `baton.sim.oracles.FINDINGS` is counted the same way:
+`bill` (the provider billed a run for more model calls than it accounted for). `hidden`
+(a run reported failed while its target holds its side effect) is an oracle, counted
+with the invariants.
 """
 
 from __future__ import annotations

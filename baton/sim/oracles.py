@@ -460,15 +460,16 @@ def every_run_ends(records: SimRecords) -> list[str]:
 
 
 def no_hidden_effect(records: SimRecords) -> list[str]:
-    """A run whose raw `runs.status` is failed has no side effect in any target's own record file (the live
-    matrix's `unknown_hidden`): a failure must not hide what a target did for the run."""
-    statuses = {str(run_id): str(status) for run_id, status in records.store.raw("SELECT run_id, status FROM runs")}
+    """No run reports failed while a target's own record file holds a side effect of it (the live matrix's
+    `unknown_hidden`): a failure must not hide what a target did for the run. The status is the store's raw
+    `runs.status`, or what a control reported."""
+    statuses = dict(run_statuses(records))
     found: list[str] = []
     for target, lines in effects_by_target(records).items():
         for line in lines:
             run_id = str(line.get("run_id", ""))
             if statuses.get(run_id) == "failed":
-                found.append(f"unknown_hidden: {run_id} ended failed, but {target} holds its effect "
+                found.append(f"hidden: {run_id} reported failed, but {target} holds its effect "
                              f"{line.get('seq')} (key {line.get('idempotency_key')})")
     return found
 
@@ -639,24 +640,13 @@ def billed_within_accounted(records: SimRecords) -> list[str]:
     return found
 
 
-def failed_with_an_effect(records: SimRecords) -> list[str]:
-    """No run reports failed while its target's own records hold a side effect of it (an effect it hid)."""
-    effects = effects_by_target(records)
-    found = []
-    for run_id, status in run_statuses(records):
-        target = next((t for kind, t in RUN_TARGETS.items() if f"-{kind}-" in run_id), "corpus")
-        mine = [e for e in effects[target] if e.get("run_id") == run_id]
-        if status == "failed" and mine:
-            found.append(f"hidden: {run_id} reported failed but {target} recorded {len(mine)} side effect(s) for it")
-    return found
-
-
 FINDINGS: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("the provider billed no more than the run accounted", billed_within_accounted),
-    ("no failed run left a side effect", failed_with_an_effect),
 )
-"""Checks the live fault matrix asks (`baton.faults.oracles`: budget, unknown hidden) read here from the same
-records; reported beside the invariants (`SimOutcome.findings`), not counted in `ok`."""
+"""A check the live fault matrix asks (`baton.faults.oracles`: budget) read here from the same records; reported
+beside the invariants (`SimOutcome.findings`), not counted in `ok` (Baton misses it on a few seeds: a model call
+served just before a crash is billed but not in the ledger the resumed run carries; docs/simulation.md). The
+live matrix's `unknown_hidden` is an oracle above (`no_hidden_effect`), counted."""
 
 
 def findings(records: SimRecords) -> list[str]:

@@ -58,7 +58,7 @@ class Summary:
     seeds_by_oracle: Counter[str] = field(default_factory=Counter)
     """Invariant -> seeds with at least one violation of it."""
     findings_by_check: Counter[str] = field(default_factory=Counter)
-    """`bill` / `hidden` -> findings of `baton.sim.oracles.FINDINGS` over every seed."""
+    """`bill` -> findings of `baton.sim.oracles.FINDINGS` over every seed."""
     skipped_counts: Counter[str] = field(default_factory=Counter)
     """Fault kind -> scheduled faults with no counterpart for the strategy (they never fire)."""
     errors: int = 0

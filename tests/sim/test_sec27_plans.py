@@ -90,5 +90,5 @@ def test_an_unsettled_operation_is_caught_by_the_hidden_effect_oracle_only_with_
         return run_world(config_for(named.seed, 0, plan=named.plan, kinds=named.kinds, ablate=off)).violations
 
     both = violations("resume-open-operations", "gate:unresolved_operations")
-    assert both and all(v.startswith("unknown_hidden:") for v in both), both
+    assert both and all(v.startswith("hidden:") for v in both), both
     assert violations("resume-open-operations") == [] and violations("gate:unresolved_operations") == []

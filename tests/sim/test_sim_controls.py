@@ -18,7 +18,7 @@ from baton.sim.runner import config_for, invariants_of, run_seed
 from baton.sim.world import ENDED, run_world
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
-NAIVE_DUPLICATES = (5, 18, 37, 52)
+NAIVE_DUPLICATES = (18, 37, 52, 54)
 """Seeds (5 faults, deploy and research runs) whose own schedules make the naive control commit twice."""
 
 
@@ -181,10 +181,12 @@ def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> Non
     """A naive resume forgets what an earlier worker spent (the provider's bill shows more calls than the run
     accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
     control carries its budget and retries; Baton accounts both, on the same seeds."""
-    for seed, expected in ((36, {"bill", "hidden"}), (47, {"bill"}), (4, {"hidden"})):
+    for seed, expected in ((25, {"bill", "hidden"}), (2, {"bill"}), (4, {"hidden"})):
         naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
-        assert {f.split(":", 1)[0] for f in naive.findings} == expected, naive.findings
+        seen = {f.split(":", 1)[0] for f in [*naive.findings, *naive.violations]} & {"bill", "hidden"}
+        assert seen == expected, (naive.findings, naive.violations)
         assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)
+        assert not any(v.startswith("hidden") for v in [*competent.violations, *baton.violations])
 
 
 def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
@@ -203,13 +205,13 @@ def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
 
 
 def test_awaiting_stalled_workers_lets_a_naive_zombie_act_and_baton_fence_its_own() -> None:
-    """Seed 2: a worker stalled past the visibility timeout wakes after every run ended. Ending the world then hides
+    """Seed 24: a worker stalled past the visibility timeout wakes after every run ended. Ending the world then hides
     what it does next; awaiting it shows the naive zombie committing again. Baton's zombie is fenced either way."""
-    ended = _run(2, "naive")
-    awaited = run_seed(2, 5, kinds=BOTH, strategy="naive", await_stalled=True)
+    ended = _run(24, "naive")
+    awaited = run_seed(24, 5, kinds=BOTH, strategy="naive", await_stalled=True)
     assert "I1" not in invariants_of(ended) and "I1" in invariants_of(awaited), (ended.violations, awaited.violations)
     assert awaited.virtual_s > ended.virtual_s
-    baton = run_seed(2, 5, kinds=BOTH, strategy="baton", await_stalled=True)
+    baton = run_seed(24, 5, kinds=BOTH, strategy="baton", await_stalled=True)
     assert baton.ok and not baton.findings, (baton.violations, baton.findings)
 
 

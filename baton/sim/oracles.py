@@ -479,7 +479,8 @@ def no_hidden_effect(records: SimRecords) -> list[str]:
 
 def no_secret_in_state(records: SimRecords) -> list[str]:
     """A credential the world planted (`planted-secrets.json`, written before the document changed) is nowhere in
-    the store's raw rows: blobs, checkpoints or events. Plain byte search; no detector of Baton's is asked."""
+    the store's raw rows (blobs, checkpoints, events) or in a control's transcript versions. Plain byte search; no
+    detector of Baton's is asked."""
     path = records.root / PLANTED_FILE
     if not path.exists():
         return []
@@ -493,6 +494,9 @@ def no_secret_in_state(records: SimRecords) -> list[str]:
             name = bytes(key).hex()[:16] if isinstance(key, (bytes, bytearray, memoryview)) else key
             found += [f"secret_in_state: planted credential {secret[:4].decode()}... is in {table} {name}"
                       for secret in planted if secret in raw]
+    for index, raw in enumerate(records.documents):  # a control's transcript versions
+        found += [f"secret_in_state: planted credential {secret[:4].decode()}... is in transcript version {index}"
+                  for secret in planted if secret in raw]
     return found
 
 

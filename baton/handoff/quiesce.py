@@ -17,6 +17,7 @@ from baton import clock
 from baton.models import Event, EventType
 from baton.store.base import SqlStore
 from baton.store.core import Tx
+from baton.store.runs_sql import event_of
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ _WATCHED_TYPES = (EventType.HANDOFF_REQUESTED, EventType.SOURCE_QUIESCED, EventT
                   EventType.OWNERSHIP_TRANSFERRED)
 _WATCH_SQL = (
     "WITH hi AS (SELECT MAX(seq) AS m FROM events WHERE run_id = ?) "
-    "SELECT hi.m, e.seq, e.body FROM hi LEFT JOIN events e ON e.run_id = ? AND e.seq > ? AND e.seq <= hi.m "
+    "SELECT hi.m, e.seq, e.event_type, e.run_id, e.at, e.body FROM hi "
+    "LEFT JOIN events e ON e.run_id = ? AND e.seq > ? AND e.seq <= hi.m "
     "AND e.event_type IN (" + ", ".join("?" for _ in _WATCHED_TYPES) + ") ORDER BY e.seq"
 )
 
@@ -75,12 +77,12 @@ class HandoffWatch:
         """Fold in the events committed since the last check, inside `tx`; the pending request, if any."""
         rows = tx.rows(_WATCH_SQL, (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
         high = self.mark
-        for top, seq, body in rows:
+        for top, seq, *row in rows:
             if top is not None:
                 high = max(high, int(top))
             if seq is None:
                 continue
-            event = Event.model_validate(store.dialect.json_out(body))
+            event = event_of(store.dialect, *row)
             if event.event_type is EventType.HANDOFF_REQUESTED:
                 self.pending = QuiesceSignal(run_id=self.run_id, request_seq=int(seq), reason=event.reason or "")
             elif self.pending is not None and event.detail.get("request_seq") == self.pending.request_seq:

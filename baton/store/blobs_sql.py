@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
@@ -22,18 +23,76 @@ _REFS_PER_SELECT = 500
 # again from verified segments (fetching whatever the hint missed). UNION drops repeated rows, so even
 # forged rows that link in a circle end the recursion. SQLite (3.40, no unhex()) has no such query:
 # its reads are in-process and cheap, so its walk stays one query per segment.
+#
+# Blob bodies are kept compressed at rest where that pays (see `encode_body`), so the chain query
+# reads `codec` too; segments carry the link marker and are always stored raw, so their links stay
+# readable to it.
 _LINK_SQL = "encode(substr({data}, position('\"previous\":\"sha256:'::bytea in {data}) + 19, 64), 'escape')"
 _SEGMENT_CHAIN_SQL = {
     "postgres": (
-        "WITH RECURSIVE chain (digest, data, link) AS ("
-        f" SELECT digest, data, {_LINK_SQL.format(data='data')} FROM blobs WHERE digest = ?"
+        "WITH RECURSIVE chain (digest, data, codec, link) AS ("
+        f" SELECT digest, data, codec, {_LINK_SQL.format(data='data')} FROM blobs WHERE digest = ?"
         " UNION"
-        f" SELECT b.digest, b.data, {_LINK_SQL.format(data='b.data')} FROM chain JOIN blobs b"
+        f" SELECT b.digest, b.data, b.codec, {_LINK_SQL.format(data='b.data')} FROM chain JOIN blobs b"
         " ON b.digest = CASE WHEN length(chain.link) = 64 AND translate(chain.link, '0123456789abcdef', '') = ''"
         " THEN decode(chain.link, 'hex') END"
-        ") SELECT digest, data FROM chain"
+        ") SELECT digest, data, codec FROM chain"
     ),
 }
+
+
+CODEC_RAW = 0
+"""`blobs.codec` of a row whose `data` is the blob's bytes as they are (every row before migration 7)."""
+CODEC_DEFLATE = 1
+"""`blobs.codec` of a row whose `data` is the blob's bytes compressed as a raw DEFLATE stream (RFC 1951)."""
+
+_MIN_SAVING = 16
+"""A body is stored compressed only when that saves at least this many bytes (and a tenth of it)."""
+_LINK_MARK = b'"previous":"sha256:'
+"""Bodies that link to a predecessor stay raw, so PostgreSQL's chain query can read the link."""
+
+
+def encode_body(data: bytes) -> tuple[int, bytes]:
+    """(codec, stored bytes) for a blob row: DEFLATE where it saves enough, else the bytes as they are.
+
+    The row's key stays the sha256 of the raw bytes; `decode_body` gives them back and every read
+    verifies them against that key, so compression never weakens the integrity check.
+    """
+    if len(data) < 2 * _MIN_SAVING or _LINK_MARK in data:
+        return CODEC_RAW, data
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = packer.compress(data) + packer.flush()
+    if len(data) - len(packed) < max(_MIN_SAVING, len(data) // 10):
+        return CODEC_RAW, data
+    return CODEC_DEFLATE, packed
+
+
+def decode_body(ref: str, codec: int, stored: bytes) -> bytes:
+    """The raw bytes of a blob row stored under `ref` (not yet verified against it).
+
+    A body that cannot be decoded (an unknown codec, a damaged or truncated DEFLATE
+    stream) is as corrupt as one that hashes wrong: IntegrityError.
+    """
+    if codec == CODEC_RAW:
+        return stored
+    if codec != CODEC_DEFLATE:
+        raise IntegrityError(f"blob {ref} is corrupt: its row names an unknown codec {codec!r}")
+    unpacker = zlib.decompressobj(-15)
+    try:
+        data = unpacker.decompress(stored) + unpacker.flush()
+    except zlib.error as exc:
+        raise IntegrityError(f"blob {ref} is corrupt: its compressed bytes do not decompress ({exc})") from None
+    if not unpacker.eof or unpacker.unused_data:
+        raise IntegrityError(f"blob {ref} is corrupt: its compressed bytes are truncated or followed by others")
+    return data
+
+
+def _verified(ref: str, codec: int, stored: bytes) -> bytes:
+    data = decode_body(ref, codec, stored)
+    actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
+    if actual != ref:
+        raise IntegrityError(f"blob {ref} is corrupt: its bytes hash to {actual}")
+    return data
 
 
 def digest_of(ref: str) -> bytes:
@@ -42,19 +101,28 @@ def digest_of(ref: str) -> bytes:
 
 
 class BlobsSql(StoreCore):
-    """Immutable bytes keyed by their sha256; written once, verified on every read."""
+    """Immutable bytes keyed by their sha256; written once, verified on every read.
+
+    Stores at rest (the SQLite file, PostgreSQL) set `compress_blobs` and keep
+    bodies compressed where that pays (`encode_body`); the simulation's in-memory
+    store keeps them raw. Either way rows of both kinds read, and every read
+    decodes and verifies.
+    """
+
+    compress_blobs = False
 
     def _insert_blobs(self, tx: Tx, blobs: Mapping[str, bytes]) -> None:
-        params: list[bytes] = []
+        params: list[object] = []
         for ref, data in blobs.items():
             actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
             if actual != ref:
                 raise IntegrityError(f"refusing to store bytes under {ref}: they hash to {actual}")
-            params += [digest_of(ref), data]
-        for start in range(0, len(params), 2 * _ROWS_PER_INSERT):  # one statement per batch of rows
-            chunk = params[start:start + 2 * _ROWS_PER_INSERT]
-            values = ", ".join("(?, ?)" for _ in range(len(chunk) // 2))
-            tx.rows(f"INSERT INTO blobs (digest, data) VALUES {values} ON CONFLICT DO NOTHING", tuple(chunk))
+            codec, stored = encode_body(data) if self.compress_blobs else (CODEC_RAW, data)
+            params += [digest_of(ref), stored, codec]
+        for start in range(0, len(params), 3 * _ROWS_PER_INSERT):  # one statement per batch of rows
+            chunk = params[start:start + 3 * _ROWS_PER_INSERT]
+            values = ", ".join("(?, ?, ?)" for _ in range(len(chunk) // 3))
+            tx.rows(f"INSERT INTO blobs (digest, data, codec) VALUES {values} ON CONFLICT DO NOTHING", tuple(chunk))
 
     def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
         """Store each (ref, bytes) pair once, in one transaction."""
@@ -65,14 +133,10 @@ class BlobsSql(StoreCore):
     def get_blob(self, ref: str) -> bytes:
         """The bytes stored under `ref`, verified against it."""
         with self._tx(write=False) as tx:
-            row = tx.one("SELECT data FROM blobs WHERE digest = ?", (digest_of(ref),))
+            row = tx.one("SELECT data, codec FROM blobs WHERE digest = ?", (digest_of(ref),))
         if row is None:
             raise BlobNotFoundError(f"blob {ref} is not in the SQL blob table")
-        data = bytes(row[0])
-        actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
-        if actual != ref:
-            raise IntegrityError(f"blob {ref} is corrupt: its bytes hash to {actual}")
-        return data
+        return _verified(ref, int(row[1]), bytes(row[0]))
 
     def _select_blobs(self, tx: Tx, refs: Iterable[str], *, missing_ok: bool) -> dict[str, bytes]:
         """`refs` (each once, in the order given) fetched in `tx`, every one verified against its hash.
@@ -83,23 +147,21 @@ class BlobsSql(StoreCore):
         """
         by_digest = {digest_of(ref): ref for ref in dict.fromkeys(refs)}
         digests = list(by_digest)
-        stored: dict[str, bytes] = {}
+        stored: dict[str, tuple[int, bytes]] = {}
         for start in range(0, len(digests), _REFS_PER_SELECT):
             chunk = digests[start:start + _REFS_PER_SELECT]
             marks = ", ".join("?" for _ in chunk)
-            for digest, data in tx.rows(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", tuple(chunk)):
-                stored[by_digest[bytes(digest)]] = bytes(data)
+            sql = f"SELECT digest, data, codec FROM blobs WHERE digest IN ({marks})"
+            for digest, data, codec in tx.rows(sql, tuple(chunk)):
+                stored[by_digest[bytes(digest)]] = (int(codec), bytes(data))
         found: dict[str, bytes] = {}
         for ref in by_digest.values():
-            data = stored.get(ref)
-            if data is None:
+            row = stored.get(ref)
+            if row is None:
                 if missing_ok:
                     continue
                 raise BlobNotFoundError(f"blob {ref} is not in the SQL blob table")
-            actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
-            if actual != ref:
-                raise IntegrityError(f"blob {ref} is corrupt: its bytes hash to {actual}")
-            found[ref] = data
+            found[ref] = _verified(ref, *row)
         return found
 
     def _select_segment_chain(self, tx: Tx, head: str) -> dict[str, bytes]:
@@ -110,10 +172,14 @@ class BlobsSql(StoreCore):
         if sql is None:
             return {}
         found: dict[str, bytes] = {}
-        for digest, data in tx.rows(sql, (digest_of(head),)):
-            payload = bytes(data)
+        for digest, data, codec in tx.rows(sql, (digest_of(head),)):
+            ref = REF_PREFIX + bytes(digest).hex()
+            try:
+                payload = decode_body(ref, int(codec), bytes(data))
+            except IntegrityError:
+                continue  # the walk reads this row again and reports it
             if hashlib.sha256(payload).digest() == bytes(digest):
-                found[REF_PREFIX + bytes(digest).hex()] = payload
+                found[ref] = payload
         return found
 
     def get_blobs(self, refs: Iterable[str], *, missing_ok: bool = False) -> dict[str, bytes]:
@@ -157,16 +223,23 @@ class BlobsSql(StoreCore):
         return {by_digest[bytes(row[0])] for row in rows}
 
     def blob_size(self, ref: str) -> int:
+        """The blob's size as stored by its writer (its raw bytes, however the row keeps them)."""
         with self._tx(write=False) as tx:
-            row = tx.one("SELECT length(data) FROM blobs WHERE digest = ?", (digest_of(ref),))
+            row = tx.one("SELECT length(data), codec FROM blobs WHERE digest = ?", (digest_of(ref),))
         if row is None:
             raise BlobNotFoundError(f"blob {ref} is not in the SQL blob table")
-        return int(row[0])
+        if int(row[1]) == CODEC_RAW:
+            return int(row[0])
+        return len(self.get_blob(ref))
 
     def blob_bytes_total(self) -> int:
+        """The raw bytes of every blob in the table (compressed rows are decoded and verified to count them)."""
         with self._tx(write=False) as tx:
-            row = tx.one("SELECT COALESCE(SUM(length(data)), 0) FROM blobs")
-        return int(row[0]) if row else 0
+            row = tx.one("SELECT COALESCE(SUM(length(data)), 0) FROM blobs WHERE codec = ?", (CODEC_RAW,))
+            total = int(row[0]) if row else 0
+            for digest, data, codec in tx.rows("SELECT digest, data, codec FROM blobs WHERE codec <> ?", (CODEC_RAW,)):
+                total += len(_verified(REF_PREFIX + bytes(digest).hex(), int(codec), bytes(data)))
+        return total
 
 
 class SqlBlobReader:

@@ -28,6 +28,7 @@ from baton.store.catalog_sql import CATALOG_VERSION_SQL
 from baton.store.core import StoreCore, Tx
 from baton.store.dialect import check_duration
 from baton.store.records import Lease
+from baton.store.runs_sql import EVENT_SELECT, event_of
 
 _ANSWERS = (EventType.OWNERSHIP_TRANSFERRED.value, EventType.HANDOFF_ABORTED.value)
 
@@ -62,11 +63,11 @@ class HandoffSql(StoreCore):
     def _answer_of(self, tx: Tx, run_id: str, request_seq: int) -> str | None:
         """The event type that already answered handoff request `request_seq`, if any."""
         rows = tx.rows(
-            "SELECT event_type, body FROM events WHERE run_id = ? AND seq > ? AND event_type IN (?, ?) ORDER BY seq",
+            f"SELECT {EVENT_SELECT} FROM events WHERE run_id = ? AND seq > ? AND event_type IN (?, ?) ORDER BY seq",
             (run_id, request_seq, *_ANSWERS),
         )
-        for event_type, body in rows:
-            if Event.model_validate(self.dialect.json_out(body)).detail.get("request_seq") == request_seq:
+        for _seq, event_type, *rest in rows:
+            if event_of(self.dialect, event_type, *rest).detail.get("request_seq") == request_seq:
                 return str(event_type)
         return None
 

@@ -162,6 +162,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE checkpoints ADD COLUMN body_kind {text} NOT NULL DEFAULT 'full'",
     ]),
     Migration(6, "release and placement catalog", lambda dialect: _CATALOG),
+    # Existing rows keep codec 0 (raw bytes); new rows may be compressed (baton.store.blobs_sql.encode_body).
+    # Adding a column with a constant default rewrites no rows on either backend.
+    Migration(7, "blob bodies compressed at rest", lambda dialect: [
+        "ALTER TABLE blobs ADD COLUMN codec SMALLINT NOT NULL DEFAULT 0",
+    ]),
 )
 
 

@@ -451,11 +451,15 @@ class OperationsSql(StoreCore):
     @staticmethod
     def insert_budget_charges(tx: Tx, run_id: str, epoch: int, charges: Sequence[tuple[BudgetUsage, str]]) -> None:
         """Append charges inside a caller's transaction (one that already knows the run exists),
-        e.g. a checkpoint's, so a boundary's spend commits with the seal."""
+        e.g. a checkpoint's, so a boundary's spend commits with the seal.
+
+        A charge is stored without its zero fields (every field of `BudgetUsage` defaults
+        to zero, so `budget_used` reads the same charge back); a boundary's charge is
+        usually one tool call, and the zeros were four fifths of its row."""
         for charge, reason in charges:
             tx.rows(
                 "INSERT INTO budget_charges (run_id, epoch, reason, charge, at) VALUES (?, ?, ?, {json}, {now})",
-                (run_id, epoch, reason, charge.model_dump_json()),
+                (run_id, epoch, reason, charge.model_dump_json(exclude_defaults=True)),
             )
 
     def budget_used(self, run_id: str) -> BudgetUsage:

@@ -89,6 +89,7 @@ class PostgresStore(SqlStore):
         self.url = url
         self.connect_timeout_s = connect_timeout_s
         self.dialect = PostgresDialect()
+        self.compress_blobs = True
         if migrate:
             self.migrate()
 

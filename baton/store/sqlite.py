@@ -70,6 +70,7 @@ class SqliteStore(SqlStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.busy_timeout_s = busy_timeout_s
         self.dialect = SqliteDialect()
+        self.compress_blobs = True  # a file at rest (the in-memory store of the simulation keeps rows raw)
         if migrate:
             self.migrate()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
@@ -24,6 +25,7 @@ from baton.models import AuthorityLevel, BudgetLimits, BudgetUsage
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.errors import BudgetExhausted, ObservationNeedsRevalidation
 from baton.runtime.services import RuntimeServices
+from baton.store.blobs_sql import decode_body
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.service_process import ServiceProcess
 
@@ -137,7 +139,9 @@ def sealed_authority(services: RuntimeServices, home: Path) -> str:
     if path.exists():  # a large blob lives in a file
         raw = path.read_bytes()
     else:  # a small one in the store's blob table, keyed by its raw digest
-        raw = bytes(services.store.execute_raw("SELECT data FROM blobs WHERE digest = ?", (bytes.fromhex(ref),))[0][0])
+        data, codec = services.store.execute_raw("SELECT data, codec FROM blobs WHERE digest = ?",
+                                                 (bytes.fromhex(ref),))[0]
+        raw = decode_body("sha256:" + ref, int(codec), bytes(data))  # the row may keep its body compressed
     return str(json.loads(raw)["level"])
 
 
@@ -162,8 +166,20 @@ SECRET = "hunter2-correct-horse"
 
 
 def blob_files_holding(root: Path, needle: bytes) -> list[Path]:
-    """Blob files on disk whose raw bytes contain `needle`."""
-    return [path for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
+    """Files on disk whose raw bytes contain `needle`, and the SQLite store if one of its blob rows
+    holds it once decoded (a row may keep its body compressed at rest)."""
+    found = [path for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
+    database = root / "baton.db"
+    if database.exists() and database not in found:
+        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT digest, data, codec FROM blobs").fetchall()
+        finally:
+            conn.close()
+        if any(needle in decode_body("sha256:" + bytes(digest).hex(), int(codec), bytes(data))
+               for digest, data, codec in rows):
+            found.append(database)
+    return found
 
 
 @ON_OFF

@@ -20,6 +20,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from baton.errors import SecretInStateError
 from baton.integrations.langgraph import BatonSaver, UnsafeValueError
+from baton.store.blobs_sql import decode_body
 from baton.store.factory import open_store
 
 from tests.integrations.lg_graphs import run_growing_graph as _run_graph
@@ -43,7 +44,7 @@ def _put(saver: BatonSaver, thread: str, values: dict[str, Any]) -> dict[str, An
 
 def _all_bytes(store: Any) -> bytes:
     """Every blob and every adapter row, as the database holds them."""
-    found = [bytes(row[0]) for row in store.execute_raw("SELECT data FROM blobs")]
+    found = _blob_bodies(store)
     found += [bytes(row[0]) for row in store.execute_raw("SELECT metadata FROM lg_checkpoints")]
     found += [bytes(row[0]) for row in store.execute_raw("SELECT writes FROM lg_writes")]
     found += [str(row[0]).encode() for row in store.execute_raw("SELECT body FROM checkpoints")]
@@ -89,8 +90,13 @@ def test_ablation_without_the_scan_the_credential_is_stored(store_url: str) -> N
 
 def _channel_blob_bytes(store: Any) -> int:
     """Bytes of the adapter's value and segment blobs (run-state manifests excluded)."""
-    rows = store.execute_raw("SELECT data FROM blobs")
-    return sum(len(bytes(r[0])) for r in rows if bytes(r[0])[:4] in (b"LGV1", b"LGS1"))
+    return sum(len(body) for body in _blob_bodies(store) if body[:4] in (b"LGV1", b"LGS1"))
+
+
+def _blob_bodies(store: Any) -> list[bytes]:
+    """Every blob's bytes, decoded from its row (a row may keep its body compressed)."""
+    rows = store.execute_raw("SELECT digest, data, codec FROM blobs")
+    return [decode_body("sha256:" + bytes(digest).hex(), int(codec), bytes(data)) for digest, data, codec in rows]
 
 
 def test_a_growing_list_costs_what_each_step_added(store_url: str) -> None:

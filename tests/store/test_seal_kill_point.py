@@ -24,6 +24,7 @@ from pathlib import Path
 
 from baton.checkpoints import restore
 from baton.models import EventType
+from baton.store.blobs_sql import decode_body
 from baton.store.factory import open_blobs, open_store
 from builders.live import wait_for
 from builders.fixtures import Backend
@@ -47,8 +48,9 @@ def _start(url: str, home: Path) -> subprocess.Popen[bytes]:
 
 def _verify_raw(url: str, home: Path) -> None:
     with open_store(url, migrate=False) as store:
-        for digest, data in store.execute_raw("SELECT digest, data FROM blobs"):
-            assert hashlib.sha256(bytes(data)).digest() == bytes(digest)
+        for digest, data, codec in store.execute_raw("SELECT digest, data, codec FROM blobs"):
+            raw = decode_body("sha256:" + bytes(digest).hex(), int(codec), bytes(data))
+            assert hashlib.sha256(raw).digest() == bytes(digest)
     files = [p for p in (home / "blobs").rglob("*") if p.is_file()]
     blob_files = [p for p in files if not p.name.startswith(".tmp-")]
     assert blob_files, "the worker never wrote a large blob: the file path was not exercised"

@@ -13,6 +13,7 @@ import pytest
 
 from baton.authority import AuthorityService
 from baton.authority_keys import JWKS_FILE
+from baton.store.blobs_sql import decode_body
 from baton.targets.git_remote_service import PUSH_POLICY, GitRemoteClient, git_remote_process
 from baton.targets.service_process import ServiceProcess
 
@@ -120,9 +121,9 @@ def plain_bytes(home: Path, ref: str) -> bytes:
         return path.read_bytes()
     conn = sqlite3.connect(f"file:{home / 'baton.db'}?mode=ro", uri=True)
     try:
-        row = conn.execute("SELECT data FROM blobs WHERE digest = ?", (bytes.fromhex(digest),)).fetchone()
+        row = conn.execute("SELECT data, codec FROM blobs WHERE digest = ?", (bytes.fromhex(digest),)).fetchone()
     finally:
         conn.close()
     if row is None:
         raise FileNotFoundError(f"blob {ref} is neither a file under {home / 'blobs'} nor a row of the blob table")
-    return bytes(row[0])
+    return decode_body(ref, int(row[1]), bytes(row[0]))  # the row may keep its body compressed

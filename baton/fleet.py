@@ -45,7 +45,7 @@ from baton.chaos import ChaosEvent, ChaosReason, ChaosRun, ChaosSchedule
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import STRANDED_AFTER_S, HandoffRequest
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
-from baton.models import AuthorityLevel, Event, EventType, Placement, RunKind
+from baton.models import Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
 from baton.placements import DEFAULT_PLACEMENTS, dump_placements
 from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
@@ -56,11 +56,10 @@ from baton.runtime.handoff_dispatch import HandoffDispatcher, trigger_handoff, w
 from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.supervisor import Supervisor
 from baton.runtime.worker import WORKER_OWNER_PREFIX, connect_targets, connect_webapp
-from baton.agents.deploy_agent import DEPLOY
-from baton.agents.research_agent import PUBLISH
+from baton.agents.deploy_agent import DEPLOY_POLICY
+from baton.agents.research_agent import PUBLISH_POLICY
 from baton.authority_http import AuthorityServiceProcess
 from baton.authority_keys import JWKS_FILE
-from baton.targets.capability_guard import TargetPolicy
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
@@ -198,13 +197,12 @@ class Fleet:
         trust = self.home / "authority" / JWKS_FILE  # published by the authority service, started first
         deploy = ServiceProcess.deploy(target_data_dir("deploy", self.home), ambiguous_rate=c.ambiguous_rate,
                                        seed=c.seed, ambiguous_delay_s=c.ambiguous_delay_s,
-                                       guard=TargetPolicy(DEPLOY).arguments(trust))
+                                       guard=DEPLOY_POLICY.arguments(trust))
         cleanup.callback(deploy.stop)
         deploy.start(detached=True)
         corpus = ServiceProcess.corpus(target_data_dir("corpus", self.home), seed=c.seed,
                                        drift_every_s=c.drift_every_s,
-                                       guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE,
-                                                          artifact_field="report_hash").arguments(trust))
+                                       guard=PUBLISH_POLICY.arguments(trust))
         cleanup.callback(corpus.stop)
         corpus.start(detached=True)
         return deploy, corpus

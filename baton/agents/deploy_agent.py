@@ -20,9 +20,12 @@ from baton.identity import canonical_json, sha256_ref
 from baton.lifecycle import TERMINAL
 from baton.models import AuthorityLevel, Boundary, Observation
 from baton.runtime.sdk import RunContext
+from baton.targets.capability_guard import TargetPolicy
 from baton.targets.deploy_service import DeployClient
 
 DEPLOY = "deploy"
+DEPLOY_POLICY = TargetPolicy(DEPLOY)
+"""What the deploy service checks a deployment's capability for (the fleet, the fault matrix and the simulation)."""
 BUILDS_PREFIX = "builds://"
 FRESHNESS_S = 300.0
 _BEFORE_COMMIT = (

@@ -22,10 +22,13 @@ from baton.agents.verifiers import verify_report
 from baton.lifecycle import TERMINAL
 from baton.models import AuthorityLevel, Boundary, Observation
 from baton.runtime.sdk import RunContext
+from baton.targets.capability_guard import TargetPolicy
 from baton.targets.corpus_service import SOURCE_PREFIX, CorpusClient, DocumentNotFoundError, publication_payload
 
 FRESHNESS_S = 120.0
 PUBLISH = "publish"
+PUBLISH_POLICY = TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE, artifact_field="report_hash")
+"""What the corpus checks a publication's capability for: the exact report's hash (fleet, fault matrix, simulation)."""
 _BEFORE_COMMIT = (
     Boundary.GENERATING,
     Boundary.CANDIDATE_READY,

@@ -16,8 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from baton.agents.deploy_agent import DEPLOY
-from baton.agents.research_agent import PUBLISH
+from baton.agents.deploy_agent import DEPLOY_POLICY
+from baton.agents.research_agent import PUBLISH_POLICY
 from baton.authority_http import AuthorityServiceProcess
 from baton.authority_keys import JWKS_FILE
 from baton.catalog.changes import publish_release, update_placement, withdraw_release
@@ -44,7 +44,6 @@ from baton.runtime.launch import RunSpec, default_limits, launch_run
 from baton.runtime.supervisor import Supervisor, WorkerSlot, stop_outside_store_transactions
 from baton.runtime.worker import connect_targets
 from baton.store.factory import open_blobs, open_store
-from baton.targets.capability_guard import TargetPolicy
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 SOURCE = "local-gpu-eu"
@@ -97,8 +96,7 @@ class BatonRun:
         authority.start()
         trust = self.rig.home / "authority" / JWKS_FILE
         options = dataclasses.replace(
-            options, guard=TargetPolicy(DEPLOY).arguments(trust),
-            corpus_guard=TargetPolicy(PUBLISH, AuthorityLevel.SANDBOX_MUTATE, artifact_field="report_hash").arguments(trust),
+            options, guard=DEPLOY_POLICY.arguments(trust), corpus_guard=PUBLISH_POLICY.arguments(trust),
             agent_trust=str(trust))
         self.rig.start_targets(options)
         self._supervisor = Supervisor(

@@ -214,11 +214,17 @@ class RunExecutor:
         return placement
 
     def _end_with(self, ctx: RunContext, lease: Lease, exc: BaseException) -> RunOutcome:
+        """End the run on an error its agent did not handle: failed, unless its side effect has already committed
+        (COMMITTED): then a target holds what the run did, and "failed" would hide it, so a human decides."""
+        committed = ctx.boundary is Boundary.COMMITTED
         try:
+            if committed:
+                ctx.escalate(f"side effect committed, then {type(exc).__name__}: {exc}")
             ctx.fail(f"{type(exc).__name__}: {exc}")
-        except RunFailed:
+        except (RunFailed, RunEscalated):
             pass
-        return self._finish(lease, Boundary.FAILED if ctx.boundary not in TERMINAL else ctx.boundary, str(exc))
+        fallback = Boundary.ESCALATED if committed else Boundary.FAILED
+        return self._finish(lease, fallback if ctx.boundary not in TERMINAL else ctx.boundary, str(exc))
 
     def _finish(self, lease: Lease, boundary: Boundary, detail: str) -> RunOutcome:
         """Record the run's end, but only while this owner still holds its epoch."""

@@ -56,6 +56,9 @@ from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
 from baton.targets import corpus_service, deploy_service, git_remote_service
+from baton.agents.deploy_agent import DEPLOY_POLICY
+from baton.agents.research_agent import PUBLISH_POLICY
+from baton.targets.capability_guard import KeyFile, TargetGuard, TargetPolicy
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS, DocumentStore
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.deploy_service import DeployClient
@@ -70,12 +73,24 @@ _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
 
 
+def _guarded(factory: Callable[..., Any], policy: TargetPolicy) -> Callable[[Path], Any]:
+    """The live service's app checking capabilities itself, as the fleet starts it (`--trust`): against the world's
+    authority keys, published beside the targets' directories (`browser_world.prepare`)."""
+    def build(data_dir: Path) -> Any:
+        return factory(data_dir, guard=TargetGuard(KeyFile(data_dir.parent / browser_world.TRUST_FILE), policy))
+    return build
+
+
 TARGET_APPS: dict[str, Callable[[Path], Any]] = {"deploy": deploy_service.create_app, "corpus": corpus_service.create_app,
                                                  "webapp": browser_world.webapp_app}
+"""The targets every world hosts, unguarded: the transcript controls' targets (the live matrix starts theirs
+without `--trust` too; a control has no authority). Baton's worlds use `GUARDED_APPS` where they differ."""
+GUARDED_APPS: dict[str, Callable[[Path], Any]] = {"deploy": _guarded(deploy_service.create_app, DEPLOY_POLICY),
+                                                  "corpus": _guarded(corpus_service.create_app, PUBLISH_POLICY)}
 """The targets every world hosts: name -> the live service's `create_app(data_dir)` (its records under root/name)."""
 TARGET_APPS["git"] = git_remote_service.create_app  # coding runs (baton.sim.coding_twin)
 
-_APP_CACHE: dict[tuple[str, Path], tuple[Any, list[Any]]] = {}
+_APP_CACHE: dict[tuple[str, Path, bool], tuple[Any, list[Any]]] = {}
 """(target, data dir) -> the app built once in this process and its stateful parts (reset per world)."""
 _STATEFUL = (MutationLog, DocumentStore, Ambiguity, Sessions, Drafts)
 
@@ -102,7 +117,7 @@ def _stateful_parts(app: Any) -> list[Any]:
 def _reset(part: Any) -> None:
     """Start a part afresh over its (emptied) directory, through its own constructor."""
     if isinstance(part, MutationLog):
-        os.close(part._dir_lock)  # released, so the constructor can lock the directory again
+        part.close()  # the directory lock released, so the constructor can take it again
         part.__init__(part.directory, part.effects_path.name)  # type: ignore[misc]
     elif isinstance(part, DocumentStore):
         part.__init__(part.path.parent)  # type: ignore[misc]
@@ -114,7 +129,7 @@ def _reset(part: Any) -> None:
         part.__init__(part.rate, 0, part.delay_s)  # type: ignore[misc]
 
 
-def _target_app(name: str, factory: Callable[[Path], Any], root: Path) -> Any:
+def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarded: bool = False) -> Any:
     """The target's app over root/name: built once per process and data dir, then reset for each world.
 
     Building a FastAPI app (routes, pydantic schemas) cost about a sixth of a seed; its state is only its
@@ -122,12 +137,16 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path) -> Any:
     constructors: the world starts from the records a freshly built app would see.
     """
     data_dir = root / name
-    cached = _APP_CACHE.get((name, data_dir))
+    other = _APP_CACHE.get((name, data_dir, not guarded))  # the same service as the other strategy kind runs it
+    for part in other[1] if other is not None else ():
+        if isinstance(part, MutationLog):
+            part.close()  # its directory lock, which this world's app takes
+    cached = _APP_CACHE.get((name, data_dir, guarded))
     if cached is None:
         app = factory(data_dir)
         parts = _stateful_parts(app)
         if data_dir.parent == _process_root() and parts:
-            _APP_CACHE[(name, data_dir)] = (app, parts)
+            _APP_CACHE[(name, data_dir, guarded)] = (app, parts)
         return app
     app, parts = cached
     for entry in data_dir.iterdir():
@@ -235,12 +254,14 @@ class World:
         self.blobs = SqlBlobStore(self.store)
         self.network = Network(self.sched, self.plan, self._lease_epoch)
         self.placements = browser_world.world_placements(config.kinds, PLACEMENTS)
-        for name, factory in TARGET_APPS.items():
-            self.network.add_target(name, _target_app(name, factory, root))
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
+        browser_world.prepare(root, self.authority)  # the authority's keys, where the guarded targets read them
+        guarded = config.strategy == "baton"
+        for name, factory in TARGET_APPS.items():
+            built = GUARDED_APPS.get(name, factory) if guarded else factory
+            self.network.add_target(name, _target_app(name, built, root, guarded=guarded))
         self.coding = CodingTwin(root, self.network, config.target_timeout_s) if RunKind.CODING in config.kinds \
             else None
-        browser_world.prepare(root, self.authority)
         self.writes = 0
         self.writes_of: dict[str, int] = {}
         """Worker writes per store call (the count a fault with `on` names)."""

@@ -129,3 +129,24 @@ def test_research_and_deploy_runs_share_one_world_under_faults() -> None:
     bad = {o.seed: o.violations[:2] for o in summary.failing}
     assert not bad, bad
     assert sum(summary.statuses.values()) == 16
+
+
+def test_a_run_whose_side_effect_committed_escalates_rather_than_fails() -> None:
+    """Seed 1544: the deployment commits (201), then every read of the postcondition is lost (two dropped, one
+    delayed 40 s). "Failed" would hide what the deploy service holds (oracle `hidden`, found at this seed by the
+    10,000-seed run of stop 29); the executor escalates instead."""
+    outcome = run_seed(1544, 5)
+    assert outcome.statuses == {"sim1544-deploy-0": "escalated"}, outcome.statuses
+    assert outcome.ok, outcome.violations
+
+
+def test_the_simulated_targets_check_capabilities_themselves_as_the_fleets_do() -> None:
+    """Seed 849, shrunk: the deployment's request is delayed 40 s, past its capability's expiry (6 s). The deploy
+    service refuses it on arrival, as the fleet's guarded service does (`--trust`); with `capability-check` (and the
+    store claim's expiry check) off, it applies it and the `expired_capability` oracle says so."""
+    plan = FaultPlan.from_json('[{"kind": "drop_request", "at": 3}, {"kind": "delay", "at": 5, "arg": "40.0"}, '
+                               '{"kind": "catalog_change", "at": 20, "arg": "release_withdrawn"}, '
+                               '{"kind": "crash", "at": 20, "arg": "after"}]')
+    assert run_seed(849, 0, plan=plan).ok
+    ablated = run_seed(849, 0, ("capability-check", "store-claim-expiry"), plan=plan)
+    assert invariants_of(ablated) == {"expired_capability"}, ablated.violations

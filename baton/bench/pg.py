@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from typing import Any
+
 import psycopg
 from psycopg import sql
 
@@ -99,6 +101,20 @@ def server_checkpoint(server_url: str) -> None:
             pass
 
 
+_RELATIONS_BYTES = """
+SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+"""
+
+
+def _relations_bytes(conn: psycopg.Connection[Any]) -> int:
+    """Bytes of every table (with its indexes, TOAST and maps) outside PostgreSQL's own schemas."""
+    row = conn.execute(_RELATIONS_BYTES).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 @dataclass(frozen=True)
 class FreshDatabase:
     """An empty database created for one leg, and its size before anything was written."""
@@ -109,12 +125,14 @@ class FreshDatabase:
     baseline_bytes: int
 
     def stored_bytes(self) -> int:
-        """Growth of the database since it was created (after a checkpoint, where allowed)."""
+        """Growth of the system's own relations since the database was created (after a checkpoint, where allowed).
+
+        Every table, index, TOAST table and their free-space and visibility maps outside PostgreSQL's own schemas:
+        what the compared system stores. The system catalogs are left out: their size moves by up to ~160 KB
+        between otherwise equal runs (catalog churn of creating a schema), more than a short trajectory writes."""
         server_checkpoint(self.server_url)  # without the privilege, sizes are still current: relations extend eagerly
-        with psycopg.connect(self.server_url, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_database_size(%s)", (self.name,)).fetchone()
-        assert row is not None
-        return int(row[0]) - self.baseline_bytes
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return _relations_bytes(conn) - self.baseline_bytes
 
 
 @contextmanager
@@ -123,9 +141,10 @@ def fresh_database(server_url: str, prefix: str = "bench") -> Iterator[FreshData
     name = f"{prefix}_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
-    assert row is not None
-    database = FreshDatabase(server_url, name, with_database(server_url, name), int(row[0]))
+    url = with_database(server_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        baseline = _relations_bytes(conn)
+    database = FreshDatabase(server_url, name, url, baseline)
     try:
         yield database
     finally:

@@ -70,9 +70,12 @@ placement its presented capability named (`admitted_placements`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import sqlite3
+import zlib
 from collections import Counter
 from decimal import Decimal
 from enum import StrEnum
@@ -355,14 +358,31 @@ def _portable_state_files(root: Path) -> list[Path]:
     return files
 
 
+def inflated_blob_rows(database: Path) -> list[bytes]:
+    """The blob rows of a SQLite store that are kept compressed (codec 1: raw DEFLATE), inflated with zlib here:
+    a byte search of the file would not see inside them."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("SELECT data FROM blobs WHERE codec = 1").fetchall()
+    except sqlite3.Error:  # no blobs table, or no codec column (a store from before compression): raw bytes only
+        return []
+    inflated = []
+    for (data,) in rows:
+        with contextlib.suppress(zlib.error):
+            inflated.append(zlib.decompress(bytes(data), -15))
+    return inflated
+
+
 def secret_in_state(files: CaseFiles) -> list[str]:
     if not files.planted:
         return []
     evidence = []
     for path in _portable_state_files(files.root):
-        data = path.read_bytes()
+        contents = [path.read_bytes()]
+        if path.name == "baton.db":
+            contents += inflated_blob_rows(path)
         for secret in files.planted:
-            if secret.encode("utf-8") in data:
+            if any(secret.encode("utf-8") in data for data in contents):
                 evidence.append(f"planted credential {secret[:4]}... found in {path.relative_to(files.root)}")
     return evidence
 

@@ -16,6 +16,7 @@ from baton.agents.browser_agent import BROWSER_STATE
 from baton.agents.browser_session import BrowserPool
 from baton.checkpoints import restore
 from baton.errors import TargetRejectedError
+from baton.faults.oracles import inflated_blob_rows
 from baton.fencing import FencingToken
 from baton.handoff.coordinator import HandoffOutcome, HandoffRequest
 from baton.models import AuthorityLevel, Boundary
@@ -118,13 +119,14 @@ def test_session_expires_during_a_handoff_and_the_run_resumes_from_the_server_dr
 
 
 def _holding(root: Path, secrets: list[bytes], skip: tuple[str, ...]) -> list[str]:
-    """Files under `root` (but not under `skip`) whose raw bytes contain any of `secrets`."""
+    """Files under `root` (but not under `skip`) whose raw bytes contain any of `secrets`; in a SQLite store, also
+    inside its compressed blob rows (inflated with zlib by the oracle, not by Baton's reader)."""
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path.relative_to(root).parts[0] in skip:
             continue
-        data = path.read_bytes()
-        if any(secret in data for secret in secrets):
+        contents = [path.read_bytes(), *(inflated_blob_rows(path) if path.name == "baton.db" else [])]
+        if any(secret in data for data in contents for secret in secrets):
             found.append(str(path.relative_to(root)))
     return found
 

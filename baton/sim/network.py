@@ -124,7 +124,8 @@ class Network:
 
     def _deliver(self, message: Message, request: httpx.Request, body: bytes) -> httpx.Response:
         """Hand the request to the target's app on this thread, as its server would."""
-        status, headers, content = self._loop.run_until_complete(_call(self.apps[message.target], request, body))
+        with self.sched.serving():
+            status, headers, content = self._loop.run_until_complete(_call(self.apps[message.target], request, body))
         epoch = self.lease_epoch(message.run_id) if message.run_id else -1
         self._order += 1
         message.deliveries.append((self.sched.elapsed_s, status, epoch, self._order))

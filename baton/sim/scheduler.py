@@ -16,11 +16,12 @@ skewing it shifts the wall-clock time its actors read.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from baton.clock import VirtualClock
@@ -85,6 +86,8 @@ class Scheduler(VirtualClock):
         self._trail = hashlib.sha256()
         self.trail_lines: list[str] | None = None
         self.errors: list[tuple[str, BaseException]] = []
+        self._serving: set[int] = set()
+        """Threads running a target's app for a request (on the sender's thread): they read the unskewed clock."""
 
     # -- processes and actors --------------------------------------------------------------------
 
@@ -131,8 +134,21 @@ class Scheduler(VirtualClock):
         return self._by_thread.get(id(threading.current_thread()))
 
     def offset_s(self) -> float:
+        if id(threading.current_thread()) in self._serving:
+            return 0.0
         actor = self.actor()
         return actor.process.skew_s if actor is not None else 0.0
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """A target serving a request on the sending actor's thread: it is another machine, and its clock does not
+        carry the sender's skew (as the store's clock does not, `db_now`)."""
+        ident = id(threading.current_thread())
+        self._serving.add(ident)
+        try:
+            yield
+        finally:
+            self._serving.discard(ident)
 
     def yield_(self, label: str) -> None:
         """An actor's yield point: record it, give control back, resume when picked again."""

@@ -150,3 +150,12 @@ def test_the_simulated_targets_check_capabilities_themselves_as_the_fleets_do() 
     assert run_seed(849, 0, plan=plan).ok
     ablated = run_seed(849, 0, ("capability-check", "store-claim-expiry"), plan=plan)
     assert invariants_of(ablated) == {"expired_capability"}, ablated.violations
+
+
+def test_a_target_reads_its_own_clock_not_the_skewed_sender_s() -> None:
+    """Seed 3: the worker that deploys reads a clock 85 s ahead (two skews). The guarded deploy service is another
+    machine: it judges the capability's expiry on the unskewed clock and admits it (it refused it, 403, and the run
+    failed, while the service ran on the sender's skewed clock)."""
+    outcome = run_seed(3, 5, keep_trail=True)
+    assert outcome.statuses == {"sim3-deploy-0": "verified"}, outcome.statuses
+    assert outcome.trail is not None and not any("-> 403" in line for line in outcome.trail)

@@ -32,24 +32,29 @@ def _row(store: SqlStore, ref: str) -> tuple[bytes, int]:
     return bytes(data), int(codec)
 
 
-def _overwrite_row(store: SqlStore, ref: str, data: bytes) -> None:
-    """Change a stored body as a disk or operator error would: around the append-only triggers."""
+def _update_row(store: SqlStore, ref: str, column: str, value: bytes | int) -> None:
+    """Change one column of a stored blob row as a disk or operator error would: around the append-only triggers."""
+    statement = f"UPDATE blobs SET {column} = ? WHERE digest = ?"
     if store.dialect.name == "sqlite":
         triggers = [(str(name), str(sql)) for name, sql in store.execute_raw(
             "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'blobs'")]
         for name, _ in triggers:
             store.execute_raw(f'DROP TRIGGER "{name}"')
         try:
-            store.execute_raw("UPDATE blobs SET data = ? WHERE digest = ?", (data, digest_of(ref)))
+            store.execute_raw(statement, (value, digest_of(ref)))
         finally:
             for _, sql in triggers:
                 store.execute_raw(sql)
     else:
         store.execute_raw("ALTER TABLE blobs DISABLE TRIGGER USER")
         try:
-            store.execute_raw("UPDATE blobs SET data = ? WHERE digest = ?", (data, digest_of(ref)))
+            store.execute_raw(statement, (value, digest_of(ref)))
         finally:
             store.execute_raw("ALTER TABLE blobs ENABLE TRIGGER USER")
+
+
+def _overwrite_row(store: SqlStore, ref: str, data: bytes) -> None:
+    _update_row(store, ref, "data", data)
 
 
 def test_encode_body_compresses_only_where_it_pays() -> None:
@@ -108,22 +113,7 @@ def test_a_corrupt_compressed_row_is_refused(store: SqlStore, damage: str) -> No
 
 
 def _set_codec(store: SqlStore, ref: str, codec: int) -> None:
-    if store.dialect.name == "sqlite":
-        triggers = [(str(name), str(sql)) for name, sql in store.execute_raw(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'blobs'")]
-        for name, _ in triggers:
-            store.execute_raw(f'DROP TRIGGER "{name}"')
-        try:
-            store.execute_raw("UPDATE blobs SET codec = ? WHERE digest = ?", (codec, digest_of(ref)))
-        finally:
-            for _, sql in triggers:
-                store.execute_raw(sql)
-    else:
-        store.execute_raw("ALTER TABLE blobs DISABLE TRIGGER USER")
-        try:
-            store.execute_raw("UPDATE blobs SET codec = ? WHERE digest = ?", (codec, digest_of(ref)))
-        finally:
-            store.execute_raw("ALTER TABLE blobs ENABLE TRIGGER USER")
+    _update_row(store, ref, "codec", codec)
 
 
 def test_a_database_from_before_compression_migrates_and_reads(backend: Backend) -> None:

@@ -58,7 +58,7 @@ from baton.chaos import ChaosReason
 from baton.faults.transcript_agent import TERMINAL, TranscriptAgent, new_transcript, parse, seal
 from baton.identity import sha256_ref
 from baton.models import AuthorityLevel, Placement, RunKind
-from baton.sim.faults import Fault
+from baton.sim.faults import DOC_SECRET, HOLD, Fault
 from baton.sim.scheduler import Crash, Process
 from baton.sim.world import World
 from baton.targets.corpus_service import CorpusClient
@@ -179,6 +179,10 @@ class ControlWorld(World):
             self.handoff_queue.append(fault)
         elif fault.kind == "doc_change":
             self.doc_queue.append(fault.arg)
+        elif fault.kind == DOC_SECRET:
+            self.secret_queue.append(fault.arg)
+        elif fault.kind == HOLD:  # this worker waits before its write; the rest of its process goes on
+            self.sched.sleep(float(fault.arg))
         return False
 
     def ended(self, run_id: str) -> bool:
@@ -247,11 +251,7 @@ class ControlWorld(World):
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._move(ChaosReason(fault.arg))
-            for doc in self._take(self.doc_queue):
-                try:
-                    corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
-                except Exception:  # noqa: BLE001 - the corpus may be unreachable: the change is lost (as for Baton)
-                    self.sched.record(f"doc change {doc} lost")
+            self.change_documents(corpus)
             for run_id in self.run_ids:
                 holder = self.holder[run_id]
                 if holder is None or self.ended(run_id):

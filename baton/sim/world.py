@@ -332,6 +332,22 @@ class World:
         elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
             self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
 
+    def change_documents(self, corpus: CorpusClient) -> None:
+        """The corpus changes the fired `doc_change` and `doc_secret` faults asked for, through the corpus's own
+        admin call (for Baton's worlds and the controls' alike). An unreachable corpus loses the change."""
+        for doc in self._take(self.doc_queue):
+            try:
+                corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
+            except Exception:  # noqa: BLE001 - whatever the client raised, the change did not land
+                self.sched.record(f"doc change {doc} lost")
+        for doc in self._take(self.secret_queue):
+            self._plant(faults.PLANTED_KEY)
+            try:
+                corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: operators reach {doc} "
+                                            f"with access key {faults.PLANTED_KEY}.")
+            except Exception:  # noqa: BLE001
+                self.sched.record(f"doc change {doc} lost")
+
     def _plant(self, secret: str) -> None:
         """Record a credential the world put into a document, for the oracle to look for in the store."""
         path = self.root / faults.PLANTED_FILE
@@ -473,14 +489,7 @@ class World:
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
-            for doc in self._take(self.doc_queue):
-                with contextlib.suppress(httpx.HTTPError):  # the corpus may be unreachable: the change is lost
-                    corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: {doc} changed under the run.")
-            for doc in self._take(self.secret_queue):
-                self._plant(faults.PLANTED_KEY)
-                with contextlib.suppress(httpx.HTTPError):
-                    corpus.change_document(doc, f"Revised at {self.sched.elapsed_s:.3f}: operators reach {doc} "
-                                                f"with access key {faults.PLANTED_KEY}.")
+            self.change_documents(corpus)
             now = self.store.db_now()
             for run_id in self.run_ids:
                 lease = self.store.get_lease(run_id)

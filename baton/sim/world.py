@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 
 from baton import clock as clocks
 from baton.ablation import ablation_env

@@ -104,16 +104,12 @@ class _Plain:
         if kind is dict:
             return self._object(value)
         if kind is int:
-            return self._int(value) if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else self._large_int(value)
+            return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else self._large_int(value)
         if kind is float:
             return self._float(value)
         if kind is list or kind is tuple:
             return [self.value(item) for item in value]
         return self._other(value)
-
-    @staticmethod
-    def _int(value: int) -> int:
-        return value
 
     def _large_int(self, value: int) -> float:
         # RFC 8785 numbers are IEEE doubles. A large whole double is written as digits, which

@@ -210,21 +210,18 @@ def _detectors() -> tuple[list[Any], list[_Screen]]:
     return [d.plugin for d in detectors], [screen for d in detectors for screen in d.screens]
 
 
+@lru_cache(maxsize=2)
 def _needles(folded: bool) -> frozenset[str]:
+    """Every literal the screens test for, on the line as written (False) or lower-cased (True)."""
     return frozenset(needle for screen in _detectors()[1] if screen.folded is folded
                      for needle in screen.needles or ())
 
 
-_NEEDLE_SETS: dict[bool, frozenset[str]] = {}
-
-
 def _present(line: str, folded_line: str | None) -> tuple[frozenset[str] | None, frozenset[str] | None]:
     """The needles found in the line as written, and in the lower-cased line (None where no test is sound)."""
-    if not _NEEDLE_SETS:
-        _NEEDLE_SETS.update({False: _needles(False), True: _needles(True)})
-    exact = frozenset(needle for needle in _NEEDLE_SETS[False] if needle in line)
+    exact = frozenset(needle for needle in _needles(False) if needle in line)
     folded = (None if folded_line is None
-              else frozenset(needle for needle in _NEEDLE_SETS[True] if needle in folded_line))
+              else frozenset(needle for needle in _needles(True) if needle in folded_line))
     return exact, folded
 
 

@@ -58,7 +58,7 @@ from baton.chaos import ChaosReason
 from baton.faults.transcript_agent import TERMINAL, TranscriptAgent, new_transcript, parse, seal
 from baton.identity import sha256_ref
 from baton.models import AuthorityLevel, Placement, RunKind
-from baton.sim.faults import DOC_SECRET, HOLD, Fault
+from baton.sim.faults import Fault
 from baton.sim.scheduler import Crash, Process
 from baton.sim.world import World
 from baton.targets.corpus_service import CorpusClient
@@ -173,16 +173,7 @@ class ControlWorld(World):
             raise Crash(process.name)
         if fault.kind == "crash":
             return True
-        if fault.kind == "stall":
-            process.paused_until = self.sched.elapsed_s + float(fault.arg)
-        elif fault.kind == "handoff":
-            self.handoff_queue.append(fault)
-        elif fault.kind == "doc_change":
-            self.doc_queue.append(fault.arg)
-        elif fault.kind == DOC_SECRET:
-            self.secret_queue.append(fault.arg)
-        elif fault.kind == HOLD:  # this worker waits before its write; the rest of its process goes on
-            self.sched.sleep(float(fault.arg))
+        self.apply_common_fault(fault, process)
         return False
 
     def ended(self, run_id: str) -> bool:

@@ -318,7 +318,14 @@ class World:
         if fault.kind == "crash":
             assert actor is not None
             self.pending_crash[id(actor)] = process
-        elif fault.kind == "stall":
+        elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
+            self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
+        else:
+            self.apply_common_fault(fault, process)
+
+    def apply_common_fault(self, fault: Fault, process: Process) -> None:
+        """The write faults every strategy's world applies alike: stall, handoff, doc_change, doc_secret, hold."""
+        if fault.kind == "stall":
             process.paused_until = self.sched.elapsed_s + float(fault.arg)
         elif fault.kind == "handoff":
             self.handoff_queue.append(fault)
@@ -328,8 +335,6 @@ class World:
             self.secret_queue.append(fault.arg)
         elif fault.kind == faults.HOLD:  # this worker waits before its write; the rest of its process goes on
             self.sched.sleep(float(fault.arg))
-        elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
-            self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
 
     def change_documents(self, corpus: CorpusClient) -> None:
         """The corpus changes the fired `doc_change` and `doc_secret` faults asked for, through the corpus's own

@@ -27,6 +27,7 @@ WORKER_MODULE = "baton.runtime.worker"
 WORKER_OWNER_PREFIX = "worker:"  # as `baton.runtime.worker.worker_owner` names a worker's leases
 PROBE_S = 1.0  # how long a probe waits for the store's write lock (live writers hold it for milliseconds)
 STOP_ATTEMPTS = 20
+STOPPED_WITHIN_S = 10.0  # how long the kernel may take to stop every thread after SIGSTOP (generous: shared machines)
 
 
 class StopError(RuntimeError):
@@ -45,12 +46,35 @@ def stop_outside_store_transactions(pid: int, store: SqlStore) -> int:
     """
     for _ in range(STOP_ATTEMPTS):
         os.kill(pid, signal.SIGSTOP)
+        wait_stopped(pid)
         if store_unblocked(store):
             return pid
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
         time.sleep(0.05)
     raise StopError(f"process {pid} was inside a store transaction at each of {STOP_ATTEMPTS} stops")
+
+
+def wait_stopped(pid: int, timeout_s: float = STOPPED_WITHIN_S) -> None:
+    """Return once every thread of `pid` is stopped (StopError past `timeout_s`).
+
+    `kill` only queues SIGSTOP: on a loaded machine a thread of the process can still run, and
+    begin a store write, after the probe that follows has found the store free. So the probe
+    waits for the kernel to report each thread stopped (/proc/PID/task/*/stat)."""
+    deadline = time.monotonic() + timeout_s
+    while not _all_threads_stopped(pid):
+        if time.monotonic() > deadline:
+            raise StopError(f"process {pid} was not stopped {timeout_s:.0f} s after SIGSTOP")
+        time.sleep(0.002)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    try:
+        stats = [path.read_text() for path in Path(f"/proc/{pid}/task").glob("*/stat")]
+    except (FileNotFoundError, ProcessLookupError):  # a thread ended, or the process did: look again
+        return not Path(f"/proc/{pid}").exists()
+    # the state is the first field after the command name, which is in parentheses and may hold any byte
+    return bool(stats) and all(stat.rsplit(")", 1)[1].split()[0] in ("T", "t") for stat in stats)
 
 
 def store_unblocked(store: SqlStore) -> bool:

@@ -88,3 +88,45 @@ def test_a_plain_sigstop_inside_a_transaction_blocks_the_store(store: SqliteStor
         sigcont(process.pid)
         process.kill()
         process.wait()
+
+
+THREADS = textwrap.dedent("""
+    import threading, time
+    def spin():
+        while True:
+            sum(range(1000))
+    for _ in range(3):
+        threading.Thread(target=spin, daemon=True).start()
+    print("ready", flush=True)
+    spin()
+""")
+
+
+def _thread_states(pid: int) -> list[str]:
+    return [path.read_text().rsplit(")", 1)[1].split()[0] for path in Path(f"/proc/{pid}/task").glob("*/stat")]
+
+
+def test_wait_stopped_returns_only_once_every_thread_is_stopped() -> None:
+    """SIGSTOP is only queued by `kill`; the probe must not run while a thread of the process still runs."""
+    process = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        assert len(_thread_states(process.pid)) == 4
+        process.send_signal(19)  # SIGSTOP
+        supervisor.wait_stopped(process.pid)
+        assert set(_thread_states(process.pid)) <= {"T", "t"}  # the kernel's own record, read after the return
+    finally:
+        sigcont(process.pid)
+        process.kill()
+        process.wait()
+
+
+def test_wait_stopped_gives_up_on_a_running_process() -> None:
+    process = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        with pytest.raises(StopError, match="not stopped"):
+            supervisor.wait_stopped(process.pid, timeout_s=0.3)
+    finally:
+        process.kill()
+        process.wait()

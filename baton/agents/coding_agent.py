@@ -210,9 +210,10 @@ def _expand(ctx: RunContext, book: BeamBook, node_id: str, workspace: Workspace,
     with workspace.sandbox(f"expand-{node_id}", base) as tree:
         apply_diff(tree, book.diff(node_id).encode("utf-8"))
         files = read_sources(tree)
-    reply: PatchReply = models.propose(ctx.release, files, failing, k=book.config.proposals, run_id=ctx.run_id,
-                                       epoch=ctx.epoch, node_id=node_id)
-    ctx.charge(reply.reply.charge, f"patch model expanded {node_id}")
+    reply: PatchReply = ctx.call_model(
+        lambda: models.propose(ctx.release, files, failing, k=book.config.proposals, run_id=ctx.run_id,
+                               epoch=ctx.epoch, node_id=node_id),
+        f"patch model expanded {node_id}", cost=lambda r: r.reply.charge)
     children = [(edit.as_json(), _child_diff(workspace, base, book.diff(node_id), edit)) for edit in reply.edits]
     book.record_expansion(node_id, children, proposed_by=ctx.release.model, base_commit=base)
     ctx.charge(BudgetUsage(search_expansions=1), f"expanded search node {node_id}")

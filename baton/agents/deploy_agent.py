@@ -80,10 +80,10 @@ def _plan(ctx: RunContext, service: str) -> None:
                from_=[observation])
     model = model_for(ctx.release, account=ctx.run_id)
     try:
-        reply = model.plan_deployment(service, builds)
+        reply = ctx.call_model(lambda: model.plan_deployment(service, builds),
+                               f"{model.name} planned a deployment of {service}", cost=lambda r: r.charge)
     except NoDeployableBuildError as exc:
         ctx.fail(str(exc))
-    ctx.charge(reply.charge, f"{model.name} planned a deployment of {service}")
     spec = json.loads(reply.output)
     ctx.propose(reply.output, kind="deployment-spec", summary=f"{spec['version']} ({spec['strategy']}) by {model.name}",
                 inputs=[observation])

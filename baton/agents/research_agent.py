@@ -98,8 +98,8 @@ def _draft(ctx: RunContext, corpus: CorpusClient) -> None:
         ctx.derive(f"doc:{observation.query.get('doc_id')}", _first_sentence(content.decode("utf-8")),
                    from_=[observation])
     model = model_for(ctx.release, account=ctx.run_id)
-    reply = model.draft_report(gathered, topic=str(task.get("topic", "findings")))
-    ctx.charge(reply.charge, f"{model.name} drafted a report")
+    reply = ctx.call_model(lambda: model.draft_report(gathered, topic=str(task.get("topic", "findings"))),
+                           f"{model.name} drafted a report", cost=lambda r: r.charge)
     ctx.propose(reply.output, kind="report", summary=f"{len(gathered)} cited claims by {model.name}",
                 inputs=[observation for observation, _ in gathered])
 

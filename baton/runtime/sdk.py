@@ -12,6 +12,7 @@ Agent code never writes persistence code. It calls:
     ctx.perform(operation, target, payload, key=...)       through the gateway -> COMMITTING -> COMMITTED
     ctx.confirm_postcondition(ok, detail)                  -> POSTCONDITION_VERIFIED (or FAILED)
     ctx.charge(usage, reason)                              into the run's budget ledger
+    ctx.call_model(call, reason, cost=...)                 a model call, charged before it is made
     ctx.set_workspace(identity) / ctx.record_search(state) a coding run's workspace and whole search state
 
 Every boundary seals a checkpoint with the resumability class derived from
@@ -28,7 +29,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from pydantic import JsonValue
 
@@ -83,6 +84,9 @@ from baton.secret_scan import ensure_no_secrets
 from baton.store.records import Lease
 
 _VERIFY_COST = BudgetUsage(verification_spend_usd=Decimal("0.001"))
+
+
+ReplyT = TypeVar("ReplyT")
 
 
 class ObservedContent(NamedTuple):
@@ -523,6 +527,20 @@ class RunContext:
             self._state.charge(usage)
         self._require_budget()
         return self.budget
+
+    def call_model(self, call: Callable[[], ReplyT], reason: str, *, cost: Callable[[ReplyT], BudgetUsage]) -> ReplyT:
+        """Make one model call, accounted for before it is made.
+
+        The call is charged to the ledger (one model call) in its own transaction first, so a
+        worker that dies after the provider served it, before the reply's charge, leaves the
+        run accounted for the call (at worst for one the provider never served), never less.
+        The reply's spend (`cost` of the reply, less that one call) is charged after it.
+        BudgetExhausted before the call when the run may make no more calls."""
+        self.charge(BudgetUsage(model_calls=1), f"model call about to be made: {reason}")
+        reply = call()
+        used = cost(reply)
+        self.charge(used.model_copy(update={"model_calls": max(used.model_calls - 1, 0)}), reason)
+        return reply
 
     # -- ending -----------------------------------------------------------------------------------
 

@@ -265,3 +265,42 @@ def test_a_dropped_observation_takes_its_claim_with_it(ctx: RunContext, services
     assert ctx.valid_observation_refs() == [kept.record_ref()] and ctx.derived_facts == ()
     redrafted = ctx.propose(b"one claim", kind="report", inputs=[kept])
     assert ctx.verify(passing).applies_to(redrafted.artifact_hash)
+
+
+class _WorkerDied(BaseException):
+    """The worker's process ends between the provider serving a call and the reply's charge."""
+
+
+def test_a_model_call_is_accounted_before_it_is_made(ctx: RunContext, services: RuntimeServices) -> None:
+    """A worker that dies after the provider served its call leaves the call on the run's ledger (the finding
+    `bill` of the simulation: charging after the reply under-accounted such a call)."""
+    served: list[str] = []  # the provider's own record, written as it serves
+
+    def provider() -> BudgetUsage:
+        served.append("call")
+        raise _WorkerDied
+
+    with pytest.raises(_WorkerDied):
+        ctx.call_model(provider, "a call the worker never saw answered", cost=lambda usage: usage)
+    successor = adopt(services, owner="worker:b", placement="cloud-eu")
+    assert successor.budget.used.model_calls >= len(served) == 1
+
+
+def test_a_model_call_settles_the_reply_spend_without_counting_the_call_twice(ctx: RunContext) -> None:
+    reply = BudgetUsage(model_calls=1, model_spend_usd=Decimal("0.04"))
+    assert ctx.call_model(lambda: reply, "one call", cost=lambda usage: usage) is reply
+    assert ctx.budget.used.model_calls == 1 and ctx.budget.used.model_spend_usd == Decimal("0.04")
+
+
+def test_no_model_call_is_made_once_the_call_budget_is_spent(services: RuntimeServices) -> None:
+    now = services.store.db_now()
+    limits = BudgetLimits(model_spend_usd=Decimal("1"), model_calls=1, search_expansions=0, tool_calls=10,
+                          browser_seconds=0, sandbox_seconds=0, verification_reserve_usd=Decimal("1"), retries=1,
+                          deadline=now + dt.timedelta(hours=1))
+    launch(services, limits=limits)
+    ctx = adopt(services)
+    served: list[int] = []
+    ctx.call_model(lambda: served.append(1) or BudgetUsage(model_calls=1), "first", cost=lambda usage: usage)
+    with pytest.raises(BudgetExhausted):
+        ctx.call_model(lambda: served.append(2) or BudgetUsage(model_calls=1), "second", cost=lambda usage: usage)
+    assert served == [1]  # the provider never served the call past the limit

@@ -141,13 +141,18 @@ def test_budget_is_charged_to_the_run_and_never_reset_by_a_new_owner(ctx: RunCon
     assert services.store.latest_checkpoint("run-1").owner_epoch == successor.epoch  # type: ignore[union-attr]
 
 
-def test_work_is_refused_once_the_budget_is_exhausted(services: RuntimeServices) -> None:
+def _adopted_with_one_model_call(services: RuntimeServices) -> RunContext:
+    """A run launched with a budget of one model call, adopted."""
     now = services.store.db_now()
     limits = BudgetLimits(model_spend_usd=Decimal("1"), model_calls=1, search_expansions=0, tool_calls=10,
                           browser_seconds=0, sandbox_seconds=0, verification_reserve_usd=Decimal("1"), retries=1,
                           deadline=now + dt.timedelta(hours=1))
     launch(services, limits=limits)
-    ctx = adopt(services)
+    return adopt(services)
+
+
+def test_work_is_refused_once_the_budget_is_exhausted(services: RuntimeServices) -> None:
+    ctx = _adopted_with_one_model_call(services)
     ctx.charge(BudgetUsage(model_calls=1), "first call (at the limit)")
     with pytest.raises(BudgetExhausted) as caught:
         ctx.charge(BudgetUsage(model_calls=1), "second call")
@@ -293,12 +298,7 @@ def test_a_model_call_settles_the_reply_spend_without_counting_the_call_twice(ct
 
 
 def test_no_model_call_is_made_once_the_call_budget_is_spent(services: RuntimeServices) -> None:
-    now = services.store.db_now()
-    limits = BudgetLimits(model_spend_usd=Decimal("1"), model_calls=1, search_expansions=0, tool_calls=10,
-                          browser_seconds=0, sandbox_seconds=0, verification_reserve_usd=Decimal("1"), retries=1,
-                          deadline=now + dt.timedelta(hours=1))
-    launch(services, limits=limits)
-    ctx = adopt(services)
+    ctx = _adopted_with_one_model_call(services)
     served: list[int] = []
     ctx.call_model(lambda: served.append(1) or BudgetUsage(model_calls=1), "first", cost=lambda usage: usage)
     with pytest.raises(BudgetExhausted):

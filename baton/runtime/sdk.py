@@ -534,9 +534,16 @@ class RunContext:
         The call is charged to the ledger (one model call) in its own transaction first, so a
         worker that dies after the provider served it, before the reply's charge, leaves the
         run accounted for the call (at worst for one the provider never served), never less.
-        The reply's spend (`cost` of the reply, less that one call) is charged after it.
-        BudgetExhausted before the call when the run may make no more calls."""
-        self.charge(BudgetUsage(model_calls=1), f"model call about to be made: {reason}")
+        That first charge is fenced: a worker whose epoch is no longer the run's (a stalled one
+        woken after the run moved) gets StaleEpochError and calls nothing. The reply's spend
+        (`cost` of the reply, less that one call) is charged after it, whatever the epoch by
+        then. BudgetExhausted before the call when the run may make no more calls."""
+        self._sealer.ensure_owner()
+        reserved = BudgetUsage(model_calls=1)
+        self.services.store.append_budget_charge(self.run_id, self.epoch, reserved,
+                                                 f"model call about to be made: {reason}", fenced=True)
+        self._state.charge(reserved)
+        self._require_budget()
         reply = call()
         used = cost(reply)
         self.charge(used.model_copy(update={"model_calls": max(used.model_calls - 1, 0)}), reason)

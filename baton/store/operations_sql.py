@@ -442,10 +442,20 @@ class OperationsSql(StoreCore):
 
     # -- budget ----------------------------------------------------------------------------
 
-    def append_budget_charge(self, run_id: str, epoch: int, charge: BudgetUsage, reason: str) -> None:
-        """Record consumption charged to the run (append-only)."""
+    def append_budget_charge(self, run_id: str, epoch: int, charge: BudgetUsage, reason: str, *,
+                             fenced: bool = False) -> None:
+        """Record consumption charged to the run (append-only).
+
+        `fenced`: a charge made before spending (a reservation), so it is the permission to spend
+        too: StaleEpochError, and nothing recorded, unless `epoch` is the run's current epoch, read
+        in the same transaction. Spend already incurred is recorded whatever the epoch."""
         with self._tx() as tx:
             self._require_run(tx, run_id)
+            if fenced:
+                current = self._locked_epoch(tx, run_id)
+                if epoch != current and not is_ablated(Ablation.STORE_CLAIM_EPOCH):
+                    raise StaleEpochError(f"run {run_id!r}: a charge reserved at epoch {epoch}, but the run's current "
+                                          f"epoch is {current}; the reserving worker is fenced and may spend nothing")
             self.insert_budget_charges(tx, run_id, epoch, [(charge, reason)])
 
     @staticmethod

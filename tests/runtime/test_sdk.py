@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from baton.agents.verifiers import Verdict
-from baton.errors import SecretInStateError
+from baton.errors import SecretInStateError, StaleEpochError
 from baton.handoff.quiesce import QuiesceSignal
 from baton.models import (
     AuthorityLevel,
@@ -304,3 +304,13 @@ def test_no_model_call_is_made_once_the_call_budget_is_spent(services: RuntimeSe
     with pytest.raises(BudgetExhausted):
         ctx.call_model(lambda: served.append(2) or BudgetUsage(model_calls=1), "second", cost=lambda usage: usage)
     assert served == [1]  # the provider never served the call past the limit
+
+
+def test_a_fenced_worker_makes_no_model_call(ctx: RunContext, services: RuntimeServices) -> None:
+    """A worker that has not yet noticed its lease is gone (a stalled one, woken) is refused by the store before
+    the provider is called: the provider serves nothing for it."""
+    adopt(services, owner="worker:b", placement="cloud-eu")  # the run moved under ctx, which has not noticed
+    served: list[str] = []
+    with pytest.raises(StaleEpochError):
+        ctx.call_model(lambda: served.append("call") or BudgetUsage(model_calls=1), "late call", cost=lambda u: u)
+    assert served == []

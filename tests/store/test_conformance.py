@@ -680,6 +680,17 @@ def test_budget_charges_sum(store: SqlStore) -> None:
         store.append_budget_charge("ghost", 0, BudgetUsage(), "x")
 
 
+def test_a_fenced_charge_is_refused_at_a_stale_epoch_and_records_nothing(store: SqlStore) -> None:
+    run = new_run(store)
+    store.acquire_lease(run.run_id, "worker-a", 300, expected_epoch=0)
+    store.append_budget_charge(run.run_id, 1, BudgetUsage(model_calls=1), "reserved by the owner", fenced=True)
+    store.acquire_lease(run.run_id, "worker-b", 300, expected_epoch=1, require_expired=False)
+    with pytest.raises(StaleEpochError, match="fenced"):
+        store.append_budget_charge(run.run_id, 1, BudgetUsage(model_calls=1), "reserved by the old owner", fenced=True)
+    store.append_budget_charge(run.run_id, 1, BudgetUsage(model_spend_usd=Decimal("0.02")), "spend already incurred")
+    assert store.budget_used(run.run_id) == BudgetUsage(model_calls=1, model_spend_usd=Decimal("0.02"))
+
+
 def test_forked_child_opens_its_own_connection(store: SqlStore) -> None:
     """A store inherited over fork() must not reuse (or close) the parent's connection."""
     import os

@@ -73,23 +73,34 @@ class Mover(threading.Thread):
             self.error = exc
 
 
-def test_session_expires_during_a_handoff_and_the_run_resumes_from_the_server_draft(
-    world: BrowserWorld, chromium: Any,
-) -> None:
+@pytest.fixture(scope="module")
+def moved(world: BrowserWorld, chromium: Any) -> tuple[Any, Mover, Any]:
+    """The run, moved mid-form while its session expires, then finished on the spare placement: (the first owner's
+    outcome, the mover, the second owner's outcome). A fixture, so every test of the module that reads what the run
+    left finds it, whichever of them runs first and in whichever process (pytest-xdist splits modules)."""
     pool = BrowserPool(world.app.url, browser=chromium)  # one worker process: its pool keeps the run's context
     world.launch(RUN)
     mover = Mover(world)
     mover.start()
     first = world.run_once(world.executor(world.services(pool, boundary_pause_s=0.4), "worker:a", POOL), RUN)
     mover.join(timeout=120)
+    moved_at = None
+    if mover.error is None and first.result == "handed_off":
+        moved_at = restore(world.blobs, world.store.latest_checkpoint(RUN))  # type: ignore[arg-type]
+    second = world.run_once(world.executor(world.services(pool), "worker:b", SPARE), RUN)
+    return first, mover, (moved_at, second)
+
+
+def test_session_expires_during_a_handoff_and_the_run_resumes_from_the_server_draft(
+    world: BrowserWorld, moved: tuple[Any, Mover, Any],
+) -> None:
+    first, mover, (moved_at, second) = moved
     assert mover.error is None, mover.error
     assert first.result == "handed_off", first
     assert mover.outcome is not None and mover.outcome.committed and mover.outcome.target_placement == SPARE
-    moved_at = restore(world.blobs, world.store.latest_checkpoint(RUN))  # type: ignore[arg-type]
+    assert moved_at is not None
     assert moved_at.checkpoint.boundary is Boundary.GENERATING  # mid-form: the draft is not complete yet
     assert 2 <= int(moved_at.parts.state.memory[BROWSER_STATE]["next_page"]) <= 3
-
-    second = world.run_once(world.executor(world.services(pool), "worker:b", SPARE), RUN)
     assert second.result == "verified", second
     assert world.store.get_run(RUN).status == "verified"
 
@@ -131,7 +142,8 @@ def _holding(root: Path, secrets: list[bytes], skip: tuple[str, ...]) -> list[st
     return found
 
 
-def test_no_session_id_csrf_token_or_credential_is_in_any_checkpoint_blob(world: BrowserWorld, tmp_path: Path) -> None:
+def test_no_session_id_csrf_token_or_credential_is_in_any_checkpoint_blob(
+        world: BrowserWorld, moved: tuple[Any, Mover, Any], tmp_path: Path) -> None:
     """The oracle is the application's own session table, searched for in the raw bytes Baton stored."""
     sessions = [s for s in world.records("sessions.jsonl") if s.get("run_id") == RUN]
     secrets = [s["session_id"].encode() for s in sessions] + [s["csrf_token"].encode() for s in sessions]
@@ -165,7 +177,8 @@ def _old_epoch_capability(world: BrowserWorld, epoch: int, key: str, artifact: s
     ).token
 
 
-def test_a_stale_worker_and_a_submit_without_capability_are_refused_by_the_app_itself(world: BrowserWorld) -> None:
+def test_a_stale_worker_and_a_submit_without_capability_are_refused_by_the_app_itself(
+        world: BrowserWorld, moved: tuple[Any, Mover, Any]) -> None:
     (submitted,) = [s for s in world.records(SUBMISSIONS_FILE) if s["run_id"] == RUN]
     stale_epoch = min(s["epoch"] for s in world.records("sessions.jsonl") if s.get("run_id") == RUN)
     assert stale_epoch < submitted["epoch"]  # the first owner's epoch

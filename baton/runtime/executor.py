@@ -152,14 +152,19 @@ class RunExecutor:
             return RunOutcome(run_id, "escalated", "an operation stayed UNKNOWN after reconciliation")
         ctx = RunContext(self.services, plan, owner=self.owner, process=process, lease_lost=lost)
         agent = self.agent_for(ctx.run_kind)
+        move_aborted = False
         while True:
             try:
+                if move_aborted:
+                    move_aborted = False
+                    ctx.carry_on_after_aborted_move()
                 agent(ctx)
             except HandoffRequested as request:
                 answer = wait_for_handoff_result(store, run_id, request.signal.request_seq, timeout_s=self.handoff_wait_s)
                 if answer is EventType.OWNERSHIP_TRANSFERRED or lost.is_set():
                     return RunOutcome(run_id, "handed_off", request.signal.reason)
-                continue  # aborted (or undecided while we still hold the epoch): carry on
+                move_aborted = True  # aborted (or undecided while we still hold the epoch): carry on
+                continue
             except WorkerStopping as exc:
                 return RunOutcome(run_id, "stopped", str(exc))
             except RunFenced:

@@ -53,8 +53,11 @@ def _book(plan: ResumePlan, memory: dict[str, object]) -> ObservationBook:
     return ObservationBook(uses, dropped=dropped if isinstance(dropped, dict) else None)
 
 
-def _settle_commit(services: RuntimeServices, run_id: str, boundary: Boundary, memory: dict[str, object]) -> tuple[Boundary, str | None]:
-    """Where a run left COMMITTING stands once the store's ledger is settled."""
+def settle_commit(services: RuntimeServices, run_id: str, boundary: Boundary,
+                  memory: dict[str, object]) -> tuple[Boundary, str | None]:
+    """Where a run left COMMITTING stands once the store's ledger is settled (`memory` updated to match): COMMITTED
+    when the store holds the pending key committed, AUTHORIZED when it holds no claim of it or NOT_COMMITTED, still
+    COMMITTING otherwise."""
     if boundary is not Boundary.COMMITTING:
         return boundary, None
     pending = memory.get(keys.PENDING_OPERATION)
@@ -100,7 +103,7 @@ def resumed_state(services: RuntimeServices, plan: ResumePlan) -> ResumedState:
         memory[keys.RELEASE_HISTORY] = history
         adjustments.append(f"behavioral migration: {parts.release.model} -> {release.model}")
 
-    boundary, settled = _settle_commit(services, run_id, plan.boundary, memory)
+    boundary, settled = settle_commit(services, run_id, plan.boundary, memory)
     if settled:
         adjustments.append(settled)
     state = parts.state.model_copy(update={"memory": memory})

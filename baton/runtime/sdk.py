@@ -76,7 +76,7 @@ from baton.runtime.errors import (
     RunFailed,
     RunFenced,
 )
-from baton.runtime.resume_state import resumed_state
+from baton.runtime.resume_state import resumed_state, settle_commit
 from baton.runtime.run_state import BEFORE_COMMIT, RunState
 from baton.runtime.sealing import Sealer
 from baton.runtime.services import RuntimeServices
@@ -548,6 +548,30 @@ class RunContext:
         used = cost(reply)
         self.charge(used.model_copy(update={"model_calls": max(used.model_calls - 1, 0)}), reason)
         return reply
+
+    def carry_on_after_aborted_move(self) -> None:
+        """Go on where the run quiesced for a move that did not happen.
+
+        A run quiesced at COMMITTING had declared its operation and, the quiesce point coming before
+        the send, sent nothing; the agent has no step there. It is settled as a new owner settles it:
+        a claim the store holds PREPARED or UNKNOWN is reconciled first, then the run is back at
+        AUTHORIZED (nothing committed: the agent performs again under the same key) or at COMMITTED
+        (committed: on to the postcondition). Still open after that, the run escalates."""
+        self._sealer.ensure_owner()
+        if self.boundary is not Boundary.COMMITTING:
+            return
+        pending = self._state.memory.get(keys.PENDING_OPERATION)
+        key = pending.get("key") if isinstance(pending, dict) else None
+        record = self.services.store.get_idempotency(self.run_id, str(key)) if key else None
+        if record is not None and record.state in (OperationState.PREPARED, OperationState.UNKNOWN):
+            self.services.reconciler(self.process).reconcile_run(self.run_id)
+        memory = self._state.memory
+        boundary, note = settle_commit(self.services, self.run_id, self.boundary, memory)
+        self._refresh_operations()
+        if boundary is Boundary.COMMITTING:
+            self.escalate(f"after an aborted move: {note}")
+        self._state.update_state(memory=memory)
+        self._state.move(boundary)
 
     # -- ending -----------------------------------------------------------------------------------
 

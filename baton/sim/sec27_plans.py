@@ -2,9 +2,9 @@
 
 Each plan replays one live case's fault at the same point of the run, in the simulation's
 vocabulary (`baton.sim.faults`). Write counts come from `baton.sim.seal_writes` on a fault-free
-world of the same seed: on seed 0 a deploy run seals VERIFIED at write 10, claims its deployment
-at write 14 and records the target's answer at write 15; a research run seals VERIFIED at write 12;
-a coding run records the push's answer at write 43; a browser run records the submission's at 19.
+world of the same seed: on seed 0 a deploy run seals VERIFIED at write 11, claims its deployment
+at write 15 and records the target's answer at write 16; a research run seals VERIFIED at write 13;
+a coding run records the push's answer at write 46; a browser run records the submission's at 19.
 Message 3 of a deploy world is its one `POST /deployments`. Every plan's faults fire (tests/sim/
 test_sec27_plans.py checks it). `ablation` names the switch the live matrix says this case catches
 (docs/fault-matrix.md, "## Ablations"); `baton.sim_agreement` asks the sim the same.
@@ -50,13 +50,13 @@ from baton.models import RunKind
 from baton.sim.faults import DOC_SECRET, HOLD, Fault, FaultPlan
 
 DEPLOY = (RunKind.DEPLOY,)
-DEPLOY_VERIFIED = 10
+DEPLOY_VERIFIED = 11
 """The write that seals VERIFIED in seed 0's deploy world."""
-DEPLOY_CLAIM = 14
-DEPLOY_ANSWER = 15
+DEPLOY_CLAIM = 15
+DEPLOY_ANSWER = 16
 DEPLOY_POST = 3
-RESEARCH_VERIFIED = 12
-CODING_ANSWER = 43
+RESEARCH_VERIFIED = 13
+CODING_ANSWER = 46
 BROWSER_ANSWER = 19
 LONG_STALL = "12.0"
 """Longer than the sim's lease: the run is moved while the worker is frozen."""
@@ -67,7 +67,7 @@ capability in hand, and the worker wakes before the new owner runs (the live cas
 EXPIRED_CAPABILITY_HOLD = "8.0"
 """Longer than the sim's 6 s lease a capability is bounded by; the heartbeat renews the lease meanwhile."""
 CLAIM_OPERATION = "claim_operation"
-"""The store call that claims a side effect: the first of the world is write 14 of seed 0's deploy world."""
+"""The store call that claims a side effect: the first of the world is write 15 of seed 0's deploy world."""
 FIRST_CLAIM = 1
 """A worker's first write is its claim of the run's reservation: frozen there, it has read the reservation and
 not claimed it (the live case's `reservation_read` hold)."""

@@ -140,6 +140,9 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarde
     for part in other[1] if other is not None else ():
         if isinstance(part, MutationLog):
             part.close()  # its directory lock, which this world's app takes
+    for entry in data_dir.iterdir() if data_dir.is_dir() else ():  # an earlier world's records (either kind's)
+        if entry.name != ".lock":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     cached = _APP_CACHE.get((name, data_dir, guarded))
     if cached is None:
         app = factory(data_dir)
@@ -148,9 +151,6 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarde
             _APP_CACHE[(name, data_dir, guarded)] = (app, parts)
         return app
     app, parts = cached
-    for entry in data_dir.iterdir():
-        if entry.name != ".lock":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for part in parts:
         _reset(part)
     return app

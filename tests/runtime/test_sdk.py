@@ -314,3 +314,21 @@ def test_a_fenced_worker_makes_no_model_call(ctx: RunContext, services: RuntimeS
     with pytest.raises(StaleEpochError):
         ctx.call_model(lambda: served.append("call") or BudgetUsage(model_calls=1), "late call", cost=lambda u: u)
     assert served == []
+
+
+def test_a_run_quiesced_at_committing_for_a_move_that_aborts_goes_on_and_commits_once(
+        ctx: RunContext, services: RuntimeServices, target: MemoryTarget) -> None:
+    """Found by the simulation (seed 1544 of stop 30): the move's request was acknowledged at the COMMITTING seal,
+    the move aborted, and the agent, which has no step at COMMITTING, failed the run. Now the run is settled as a
+    new owner would settle it: nothing was sent, so it is back at AUTHORIZED and commits once (the target's record)."""
+    drive_to_authorized(ctx)
+    store = services.store
+    store.append_event(Event(event_type=EventType.HANDOFF_REQUESTED, run_id="run-1", at=store.db_now(),
+                             reason="scheduler_rebalance"))
+    with pytest.raises(HandoffRequested):
+        ctx.perform("deploy", TARGET, {"spec": "v1"}, key="run-1:deploy")
+    assert ctx.boundary is Boundary.COMMITTING and target.effects == []
+    ctx.carry_on_after_aborted_move()  # the coordinator aborted the move: the same owner goes on
+    assert ctx.boundary is Boundary.AUTHORIZED
+    ctx.perform("deploy", TARGET, {"spec": "v1"}, key="run-1:deploy")
+    assert ctx.boundary is Boundary.COMMITTED and len(target.effects) == 1

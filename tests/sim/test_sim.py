@@ -11,8 +11,8 @@ from baton.sim.faults import Fault, FaultPlan, generate
 from baton.sim.runner import invariants_of, run_many, run_seed, shrink
 
 CI_SEEDS = int(os.environ.get("BATON_SIM_CI_SEEDS", "60"))
-TERMINAL_SEAL_CRASH = FaultPlan((Fault("drop_response", 3), Fault("crash", 20, "after")))
-"""Write 20 of seed 79: the worker dies right after sealing the terminal checkpoint, before recording the status."""
+TERMINAL_SEAL_CRASH = FaultPlan((Fault("drop_response", 3), Fault("crash", 21, "after")))
+"""Write 21 of seed 79: the worker dies right after sealing the terminal checkpoint, before recording the status."""
 
 
 def test_a_fault_free_world_verifies_its_run() -> None:
@@ -135,7 +135,11 @@ def test_a_run_whose_side_effect_committed_escalates_rather_than_fails() -> None
     """Seed 1544: the deployment commits (201), then every read of the postcondition is lost (two dropped, one
     delayed 40 s). "Failed" would hide what the deploy service holds (oracle `hidden`, found at this seed by the
     10,000-seed run of stop 29); the executor escalates instead."""
-    outcome = run_seed(1544, 5)
+    plan = FaultPlan.from_json('[{"kind": "catalog_change", "at": 10, "arg": "placement_left_region"}, '
+                               '{"kind": "duplicate", "at": 2}, {"kind": "drop_request", "at": 4}, '
+                               '{"kind": "drop_request", "at": 5}, {"kind": "delay", "at": 6, "arg": "40.0"}]')
+    outcome = run_seed(1544, 0, plan=plan)  # pinned: a random seed's schedule moves whenever a write is added
+    assert sorted(outcome.fired) == sorted(plan.faults)
     assert outcome.statuses == {"sim1544-deploy-0": "escalated"}, outcome.statuses
     assert outcome.ok, outcome.violations
 

@@ -18,8 +18,8 @@ PINNED = {
     "reconcile-before-retry": (3, BOTH, "I4", '[{"arg": "", "at": 4, "kind": "drop_request"}, {"arg": "after", "at": 5, '
                                '"kind": "crash"}, {"arg": "", "at": 5, "kind": "drop_response"}, {"arg": "", "at": 8, '
                                '"kind": "drop_request"}]'),
-    "lease-cas": (20, BOTH, "I3", '[{"arg": "better_model_released", "at": 20, "kind": "handoff"}, '
-                  '{"arg": "12.0", "at": 22, "kind": "stall"}]'),
+    "lease-cas": (20, BOTH, "I3", '[{"arg": "better_model_released", "at": 21, "kind": "handoff"}, '
+                  '{"arg": "12.0", "at": 23, "kind": "stall"}]'),  # writes 20 and 22 before a model call's reservation
     "freshness": (8, (RunKind.RESEARCH,), "I9", '[{"arg": "idempotency", "at": 7, "kind": "doc_change"}, '
                   '{"arg": "400.0", "at": 11, "kind": "stall"}]'),
 }

@@ -181,7 +181,7 @@ def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> Non
     """A naive resume forgets what an earlier worker spent (the provider's bill shows more calls than the run
     accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
     control carries its budget and retries; Baton accounts both, on the same seeds."""
-    for seed, expected in ((25, {"bill", "hidden"}), (2, {"bill"}), (4, {"hidden"})):
+    for seed, expected in ((48, {"bill", "hidden"}), (3, {"bill"}), (4, {"hidden"})):
         naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
         seen = {f.split(":", 1)[0] for f in [*naive.findings, *naive.violations]} & {"bill", "hidden"}
         assert seen == expected, (naive.findings, naive.violations)
@@ -225,3 +225,18 @@ def test_the_experiment_check_compares_a_controls_model_with_its_live_code() -> 
         assert row.sim.runs_over_one_effect == 0 and row.model.duplicates == 0 and row.safety_agrees
     with pytest.raises(ValueError, match="not 'restart'"):
         check(1, model_runs=100, kinds=("crash",), strategy="restart")
+
+
+def test_a_world_starts_from_empty_target_records_after_another_strategy_s_world(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first guarded (Baton) world of a process used to build its targets over the records a control's world
+    left in the same directory: Baton's runs then 'held' the control's effects (I1, hidden) on seed 25."""
+    from baton.sim import world
+
+    monkeypatch.setattr(world, "_APP_CACHE", {})  # a process that has run no world yet
+    alone = _run(25, "baton")
+    monkeypatch.setattr(world, "_APP_CACHE", {})
+    _run(25, "naive")
+    after_a_control = _run(25, "baton")
+    assert after_a_control.ok, after_a_control.violations
+    assert after_a_control.trail_hash == alone.trail_hash

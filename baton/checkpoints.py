@@ -121,6 +121,29 @@ def _encoded(record: Record) -> tuple[bytes, str]:
     return data, ref
 
 
+def encoded_record(record: Record) -> tuple[bytes, str]:
+    """Canonical bytes and ref of a record (what `Record.canonical` and `Record.record_ref` give),
+    remembered for this very object: a part a run holds (an observation) is encoded once, not again
+    when it is sealed."""
+    return _encoded(record)
+
+
+_MANIFESTS: dict[tuple[type[Record], tuple[str, ...]], Record] = {}
+
+
+def _manifest(model: type[CandidateManifest] | type[EvidenceManifest], refs: tuple[str, ...]) -> Record:
+    """The candidate or evidence manifest of `refs`: the same object while the refs do not change,
+    so an unchanged manifest is not encoded again at every seal."""
+    key = (model, refs)
+    manifest = _MANIFESTS.get(key)
+    if manifest is None:
+        if len(_MANIFESTS) >= _ENCODED_LIMIT:
+            _MANIFESTS.clear()
+        field_name = "candidate_refs" if model is CandidateManifest else "evidence_refs"
+        manifest = _MANIFESTS[key] = model.model_validate({field_name: refs})
+    return manifest
+
+
 _SEGMENT_TOTALS: dict[str, int] = {}
 
 
@@ -218,8 +241,8 @@ def build_checkpoint(
         placement_ref=add("placement", parts.placement),
         task_state_ref=add("run state", parts.state),
         observation_manifest_ref=_observation_manifest(writer, parent, new_observations),
-        candidate_manifest_ref=add("candidate manifest", CandidateManifest(candidate_refs=candidate_refs)),
-        verifier_evidence_ref=add("evidence manifest", EvidenceManifest(evidence_refs=evidence_refs)),
+        candidate_manifest_ref=add("candidate manifest", _manifest(CandidateManifest, candidate_refs)),
+        verifier_evidence_ref=add("evidence manifest", _manifest(EvidenceManifest, evidence_refs)),
         workspace_snapshot_ref=None if parts.workspace is None else add("workspace identity", parts.workspace),
         search_state_ref=None if parts.search is None else add("search state", parts.search),
         operation_ledger_ref=add("operation ledger", parts.operations),

@@ -62,6 +62,9 @@ _CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9_.:-]+/[0-9]{6,}$"
 
 _UNSEALED = "sha256:" + "0" * 64
 _SEALING: dict[str, bool] = {"sealing": True}  # validation context of `seal` (compared by identity)
+_SEALED_BODIES: dict[int, tuple[Any, dict[str, Any]]] = {}
+"""id of a checkpoint `seal` returned -> (that checkpoint, its plain value); see `take_sealed_body`."""
+_SEALED_BODIES_LIMIT = 64
 
 
 def checkpoint_id_for(run_id: str, seq: int) -> str:
@@ -130,7 +133,29 @@ class ExecutionCheckpoint(Record):
     def seal(cls, **fields: Any) -> ExecutionCheckpoint:
         """Build a checkpoint from its fields (validated) and seal it with its hash."""
         draft = cls.model_validate({**fields, "checkpoint_hash": _UNSEALED}, context=_SEALING)
-        return draft.model_copy(update={"checkpoint_hash": draft.content_hash()})
+        if draft.schema_version in LEGACY_HASH_VERSIONS:
+            return draft.model_copy(update={"checkpoint_hash": draft.content_hash()})
+        body = plain_value(draft)
+        checkpoint_hash = cls.compute_hash(body)
+        sealed = draft.model_copy(update={"checkpoint_hash": checkpoint_hash})
+        body["checkpoint_hash"] = checkpoint_hash  # the sealed checkpoint's plain value: only this field differs
+        if len(_SEALED_BODIES) >= _SEALED_BODIES_LIMIT:
+            _SEALED_BODIES.clear()
+        _SEALED_BODIES[id(sealed)] = (sealed, body)
+        return sealed
+
+    @staticmethod
+    def take_sealed_body(checkpoint: ExecutionCheckpoint) -> dict[str, Any] | None:
+        """The plain value `seal` hashed `checkpoint` from, once, if this very object came from `seal`.
+
+        The store records a checkpoint from its plain value after checking the hash against it; for
+        a checkpoint just sealed in this process that value and that check are `seal`'s own (the
+        object is frozen, and the entry holds it, so its id cannot name another object). Any other
+        checkpoint (built elsewhere, copied, parsed) gets None and is encoded and checked anew."""
+        entry = _SEALED_BODIES.pop(id(checkpoint), None)
+        if entry is None or entry[0] is not checkpoint:
+            return None
+        return entry[1]
 
     @model_validator(mode="after")
     def _hash_matches(self, info: ValidationInfo) -> ExecutionCheckpoint:

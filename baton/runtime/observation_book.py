@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from baton.checkpoints import encoded_record
 from baton.identity import canonical_json
 from baton.models import Observation, UseMode
 
@@ -57,15 +58,24 @@ class ObservationBook:
         self._entries: list[BookEntry] = []
         self._by_ref: dict[str, BookEntry] = {}
         self._newest: dict[tuple[str, str], BookEntry] = {}  # per question, in the order first asked
+        # What every seal persists (dropped refs, modes still pending), kept as it changes so a seal
+        # costs O(those few entries), not a walk of the whole log: entries ever dropped, by log
+        # position, and entries restored with a mode other than "use as recorded".
+        self._dropped: dict[int, BookEntry] = {}
+        self._restored_pending: list[BookEntry] = []
+        self._position: dict[int, int] = {}  # id(entry) -> its index in the log
         for observation, mode in restored:
             self._append(observation, mode)
         for ref, reason in (dropped or {}).items():
             if ref in self._by_ref:
-                self._by_ref[ref].dropped = reason
+                self._mark_dropped(self._by_ref[ref], reason)
 
     def _append(self, observation: Observation, mode: UseMode) -> BookEntry:
-        entry = BookEntry(observation=observation, ref=observation.record_ref(), restored_mode=mode)
+        entry = BookEntry(observation=observation, ref=encoded_record(observation)[1], restored_mode=mode)
+        self._position[id(entry)] = len(self._entries)
         self._entries.append(entry)
+        if mode is not UseMode.USE_RECORDED_OBSERVATION:
+            self._restored_pending.append(entry)
         self._by_ref.setdefault(entry.ref, entry)
         self._newest[entry.key] = entry
         return entry
@@ -129,15 +139,26 @@ class ObservationBook:
         """Mark an observation as unusable (e.g. its source no longer serves it)."""
         entry = self._by_ref.get(ref)
         if entry is not None:
-            entry.dropped = reason
+            self._mark_dropped(entry, reason)
+
+    def _mark_dropped(self, entry: BookEntry, reason: str) -> None:
+        entry.dropped = reason
+        if reason:
+            self._dropped[self._position[id(entry)]] = entry
+        else:
+            self._dropped.pop(self._position[id(entry)], None)
 
     def dropped(self) -> dict[str, str]:
-        return {entry.ref: entry.dropped for entry in self._entries if entry.dropped}
+        """Dropped refs and why, in log order."""
+        return {entry.ref: entry.dropped for _, entry in sorted(self._dropped.items()) if entry.dropped}
 
     def pending_modes(self) -> dict[str, str]:
-        """Refs still awaiting revalidation because a resume asked for it (persisted in the run state)."""
-        return {
-            entry.ref: entry.restored_mode.value
-            for entry in self.current_entries()
-            if entry.restored_mode is not UseMode.USE_RECORDED_OBSERVATION
-        }
+        """Refs still awaiting revalidation because a resume asked for it (persisted in the run state).
+
+        In the order their questions were first asked, as `current_entries` lists them."""
+        current = [entry for entry in self._restored_pending
+                   if not entry.dropped and self._newest.get(entry.key) is entry]
+        if len(current) > 1:
+            order = {key: index for index, key in enumerate(self._newest)}
+            current.sort(key=lambda entry: order[entry.key])
+        return {entry.ref: entry.restored_mode.value for entry in current}

@@ -131,6 +131,9 @@ class CheckpointsSql(BlobsSql):
     @staticmethod
     def _sealed_body(ckpt: ExecutionCheckpoint) -> dict[str, Any]:
         """The row body of `ckpt`, once its seal is checked against it."""
+        sealed = ExecutionCheckpoint.take_sealed_body(ckpt)
+        if sealed is not None:  # this object came from `seal`, which hashed exactly this value
+            return sealed
         body = plain_value(ckpt)
         # One dump serves the row and the check (a legacy version hashes its own JSON form).
         expected_hash = (ckpt.content_hash() if ckpt.schema_version in LEGACY_HASH_VERSIONS

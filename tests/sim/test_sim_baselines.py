@@ -1,0 +1,101 @@
+"""The experiment's baselines run in the simulation: Baton's machinery under another recovery policy, on the same
+seeds, workload, fault schedule and oracles as Baton and the transcript controls."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from typer.testing import CliRunner
+
+from baton.cli import app
+from baton.experiment.strategies import BY_ID
+from baton.models import RunKind
+from baton.sim import baseline_world
+from baton.sim.compare import compare
+from baton.sim.faults import Fault, FaultPlan
+from baton.sim.runner import config_for, run_seed
+from baton.sim.world import ENDED, SimRecords, run_world
+
+BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
+RECLAIMED = FaultPlan((Fault("handoff", 3, "gpu_reclaimed"), Fault("hold", 3, "5.0")))
+"""The GPU under seed 1's deploy run is reclaimed at the third worker write (the worker there is held 5 s before
+that write, so the run is still on it when the coordinator acts): its placement is gone for `outage_s`."""
+
+
+def _placements_owned(records: SimRecords, run_id: str, into: dict[str, set[str]]) -> None:
+    """The placements whose workers (or reservations) held the run's lease, from the lease history the world saw."""
+    into[run_id] = {name for _, run, owner, _ in records.lease_history if run == run_id and owner
+                    for name in ("local-gpu-eu", "cloud-eu") if name in owner}
+
+
+def test_the_baselines_are_the_experiments_strategies() -> None:
+    for strategy in baseline_world.BASELINES + baseline_world.NOT_YET:
+        assert strategy in BY_ID
+    assert set(baseline_world.SIM_STRATEGIES) >= {"baton", "naive", "competent", *baseline_world.BASELINES}
+
+
+@pytest.mark.parametrize("strategy", baseline_world.BASELINES)
+def test_a_baseline_faces_the_same_workload_and_schedule_and_ends_every_run(strategy: str) -> None:
+    for seed in (3, 30):
+        assert config_for(seed, 5, kinds=BOTH, strategy=strategy).plan == config_for(seed, 5, kinds=BOTH).plan
+        outcome, baton = run_seed(seed, 5, kinds=BOTH, strategy=strategy), run_seed(seed, 5, kinds=BOTH)
+        assert outcome.strategy == strategy and not outcome.errors
+        assert set(outcome.statuses) == set(baton.statuses)
+        assert all(status in ENDED for status in outcome.statuses.values()), outcome.statuses
+
+
+def test_retry_on_the_same_placement_cannot_finish_while_its_placement_is_gone_but_baton_moves() -> None:
+    baton, retry = (run_seed(1, 0, plan=RECLAIMED, kinds=BOTH, strategy=s, keep_trail=True)
+                    for s in ("baton", baseline_world.RETRY_SAME_PLACEMENT))
+    outage = config_for(1, 0).outage_s
+    assert any("placement local-gpu-eu gone" in line for line in baton.trail or [])
+    assert baton.ok and set(baton.statuses.values()) == {"verified"}
+    assert baton.virtual_s < 30.0, "Baton moved the run to the other placement and finished there"
+    assert retry.ok and set(retry.statuses.values()) == {"verified"}
+    assert retry.virtual_s >= outage, "the run waited for its own placement to come back"
+    assert any("retry_same_placement: sim1-deploy-0 waits for local-gpu-eu" in line for line in retry.trail or [])
+
+
+def test_retry_on_the_same_placement_never_ends_if_its_placement_never_comes_back() -> None:
+    config = dataclasses.replace(config_for(1, 0, plan=RECLAIMED, kinds=(RunKind.DEPLOY,),
+                                            strategy=baseline_world.RETRY_SAME_PLACEMENT), outage_s=1e6, max_time_s=600.0)
+    outcome = run_world(config)
+    assert outcome.statuses == {"sim1-deploy-0": "active"}
+    assert any(v.startswith("I10") for v in outcome.violations), outcome.violations
+    moved = run_world(dataclasses.replace(config, strategy="baton"))
+    assert moved.ok and moved.statuses == {"sim1-deploy-0": "verified"}
+
+
+@pytest.mark.parametrize("strategy", baseline_world.BASELINES)
+def test_a_baseline_never_leaves_its_pool(strategy: str) -> None:
+    """Seed 1's deploy run starts on local-gpu-eu: Baton moves it to cloud-eu when the GPU is reclaimed (and on a
+    planned move); the baselines own it only on local-gpu-eu."""
+    for reason in ("gpu_reclaimed", "provider_unhealthy"):
+        plan = FaultPlan((Fault("handoff", 3, reason), Fault("hold", 3, "5.0")))
+        owned: dict[str, dict[str, set[str]]] = {}
+        for who in ("baton", strategy):
+            owned[who] = {}
+            run_world(config_for(1, 0, plan=plan, kinds=BOTH, strategy=who),
+                      before_check=lambda r, o=owned[who]: _placements_owned(r, "sim1-deploy-0", o))
+        assert "cloud-eu" in owned["baton"]["sim1-deploy-0"], (reason, owned)
+        assert owned[strategy]["sim1-deploy-0"] <= {"local-gpu-eu"}, (reason, owned)
+
+
+def test_on_a_planned_move_retry_stays_put_and_wait_for_the_pool_restarts_in_place() -> None:
+    plan = FaultPlan((Fault("handoff", 3, "provider_unhealthy"), Fault("hold", 3, "5.0")))
+    retry, pool = (run_seed(1, 0, plan=plan, kinds=BOTH, strategy=s, keep_trail=True) for s in baseline_world.BASELINES)
+    assert any("retry_same_placement: sim1-deploy-0 stays (chaos provider_unhealthy)" in line
+               for line in retry.trail or [])
+    assert any("handoff sim1-deploy-0 provider_unhealthy: committed local-gpu-eu" in line for line in pool.trail or [])
+    assert retry.ok and pool.ok
+
+
+def test_compare_and_the_cli_run_the_baselines() -> None:
+    report = compare(1, 0, strategies=baseline_world.BASELINES)
+    for strategy in baseline_world.BASELINES:
+        assert report["strategies"][strategy]["run_statuses"] == {"verified": 2}
+    result = CliRunner().invoke(app, ["sim", "--seeds", "1", "--runs", "deploy", "--strategy",
+                                      baseline_world.WAIT_SAME_POOL, "--json"])
+    assert result.exit_code == 0, result.output
+    assert CliRunner().invoke(app, ["sim", "--seeds", "1", "--strategy", "nonsense"]).exit_code == 2

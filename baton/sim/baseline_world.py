@@ -20,8 +20,28 @@ run or the catalog changes under it) is the baseline's.
 |                      | it (`pool_wait_s`)                            | its first placement's provider and            |
 |                      |                                               | accelerator: in this world, that placement    |
 |                      |                                               | alone); held while the pool has no worker     |
+| restart              | resumes from step 0 after every fault,        | moves as Baton does (any placement); each     |
+|                      | anywhere (`any_wait_s`); no boundaries; re-   | adoption after the first rewinds the run:     |
+|                      | sends the effect under the same key (the      | the new owner seals its first checkpoint's    |
+|                      | target replays it); held evidence dropped;    | progress again as the newest checkpoint       |
+|                      | no handoff events                             | (`rewind`), then resumes from it.            |
+|                      |                                               | Differs: the fleet still seals at boundaries  |
+|                      |                                               | (a move needs a sealed checkpoint) and moves  |
+|                      |                                               | by Baton's handoff (fence, gate, reconcile);  |
+|                      |                                               | the operation ledger and budget used are kept |
+|                      |                                               | (a committed effect is replayed by its key,   |
+|                      |                                               | as the model's keyed re-send; spend stays     |
+|                      |                                               | spent); the observation log keeps the old     |
+|                      |                                               | observations as history, the book starts empty|
+| coarse_checkpoints   | Baton's protocol and handoff, but it resumes  | as restart, but the rewind goes back to the   |
+|                      | from the last coarse checkpoint (every        | newest checkpoint at a phase's end (VERIFIED, |
+|                      | `coarse_every` steps)                         | COMMITTED; else the first): the checkpoints a |
+|                      |                                               | coarse design would have sealed. Differs: the |
+|                      |                                               | fine seals are still written (their cost is   |
+|                      |                                               | paid), only never resumed from                |
 
-What a fault means for them: a `handoff` fault whose reason kills the worker (a reclaimed GPU) takes its
+What a fault means for them: `restart` faces every fault exactly as Baton does and differs only in where it
+resumes from. For the two that keep to their placement, a `handoff` fault whose reason kills the worker (a reclaimed GPU) takes its
 placement out for `SimConfig.outage_s` for every strategy; Baton moves its runs elsewhere, these wait.
 A `handoff` fault of another reason (a live, planned move: provider unhealthy, region capacity lost,
 a better model, a rebalance) leaves the worker running: `retry_same_placement` ignores it (the run
@@ -33,20 +53,34 @@ A `catalog_change` asks the fleet to move runs onto what changed: `retry_same_pl
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baton.checkpoints import restore
 from baton.handoff.coordinator import HandoffRequest
+from baton.lifecycle import TERMINAL
+from baton.models import Boundary, ExecutionCheckpoint
+from baton.runtime.observation_book import ObservationBook
+from baton.runtime.run_state import RunState
+from baton.runtime.sealing import Sealer
+from baton.runtime.services import RuntimeServices
 from baton.sim.control_world import STRATEGIES as DESIGNS
 from baton.sim.world import World
 
 RETRY_SAME_PLACEMENT = "retry_same_placement"
 WAIT_SAME_POOL = "wait_same_pool"
-BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL)
+RESTART = "restart"
+COARSE = "coarse_checkpoints"
+BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL, RESTART, COARSE)
+COARSE_BOUNDARIES = (Boundary.VERIFIED, Boundary.COMMITTED)
+"""Where a coarse-checkpoint design seals: at the end of a phase (evidence gathered and the candidate verified; the
+side effect committed), besides the run's first checkpoint."""
 """The experiment's baselines the simulation runs (ids as in `baton.experiment.strategies`)."""
 SIM_STRATEGIES = (*DESIGNS, *BASELINES)
 """Every strategy `baton sim --strategy` runs: Baton, the transcript controls, the baselines."""
-NOT_YET = ("restart", "restart_last_step", "coarse_checkpoints", "human_assisted")
+NOT_YET = ("restart_last_step", "human_assisted")
 """The experiment's baselines the simulation does not run yet (the model only)."""
 
 
@@ -73,7 +107,16 @@ class BaselineWorld(World):
         return tuple(p.name for p in self.placements
                      if p.provider == home.provider and p.accelerator == home.accelerator)
 
+    def adopted(self, services: RuntimeServices, lease: Any, owner: str) -> None:
+        pick = REWIND_TO.get(self.config.strategy)
+        rewound = None if pick is None else rewind(services, lease, owner, pick)
+        if rewound is not None:
+            self.sched.record(f"{self.config.strategy}: {lease.run_id} rewound to {rewound.boundary.value} "
+                              f"(seq {rewound.seq}) at epoch {lease.epoch}")
+
     def recovery(self, request: HandoffRequest, why: str) -> HandoffRequest | None:
+        if self.config.strategy in REWIND_TO:  # moves as Baton does, wherever the fleet has room
+            return request
         if self.config.strategy == RETRY_SAME_PLACEMENT and why != "lapsed":
             self.sched.record(f"{self.config.strategy}: {request.run_id} stays ({why} {request.reason})")
             return None
@@ -85,3 +128,38 @@ class BaselineWorld(World):
         return dataclasses.replace(
             request, preferred_targets=up, allow_same_placement=True,
             excluded_placements=tuple(p.name for p in self.placements if p.name not in up))
+
+
+def coarse_point(checkpoints: list[ExecutionCheckpoint]) -> int:
+    """The newest checkpoint a coarse-checkpoint design would have: one at a phase's end (`COARSE_BOUNDARIES`), else
+    the first."""
+    return max((i for i, c in enumerate(checkpoints) if c.boundary in COARSE_BOUNDARIES), default=0)
+
+
+REWIND_TO: dict[str, Callable[[list[ExecutionCheckpoint]], int]] = {RESTART: lambda _: 0, COARSE: coarse_point}
+"""strategy -> which of a run's checkpoints its recovery resumes from (an index into the run's checkpoints)."""
+
+
+def rewind(services: RuntimeServices, lease: Any, owner: str,
+           pick: Callable[[list[ExecutionCheckpoint]], int]) -> ExecutionCheckpoint | None:
+    """Resume from an earlier checkpoint, with Baton's own sealing: the owner of `lease` seals, as the run's newest
+    checkpoint, the progress of the checkpoint `pick` chooses (boundary, state, candidates, evidence, workspace,
+    search; an empty observation book) over what is not progress but fact or limit (the release, placement,
+    constraints, authority, the operation ledger and the budget used, all as the latest checkpoint has them: a
+    restart re-pays its work, it does not un-spend it or forget a side effect). None when there is nothing to
+    discard (`pick` chose the latest) or the run already ended."""
+    store, run_id = services.store, lease.run_id
+    checkpoints = store.list_checkpoints(run_id)
+    if not checkpoints or checkpoints[-1].boundary in TERMINAL:
+        return None
+    index = pick(checkpoints)
+    if index >= len(checkpoints) - 1:
+        return None
+    back = restore(services.blobs, checkpoints[index]).parts
+    latest = restore(services.blobs, checkpoints[-1]).parts
+    parts = dataclasses.replace(
+        latest, state=back.state.model_copy(update={"step": latest.state.step}), candidates=back.candidates,
+        evidence=back.evidence, workspace=back.workspace, search=back.search)
+    state = RunState(parts, checkpoints[index].boundary, ObservationBook(), checkpoints[-1])
+    sealer = Sealer(services, run_id, lease.epoch, owner, f"{owner}/{run_id}/rewind", threading.Event())
+    return sealer.seal(state)

@@ -500,11 +500,16 @@ class World:
                         continue
                     won = executor.adopt(run.run_id, lease)
                     if won is not None:
+                        self.adopted(services, won, owner)
                         outcome = executor.execute(won)
                         self.sched.record(f"{owner} {run.run_id}: {outcome.result}")
             except Exception as exc:  # noqa: BLE001 - as the live worker: a failed poll is logged, not fatal
                 self.sched.record(f"{owner} poll failed: {type(exc).__name__}")
             self.sched.sleep(self.config.poll_s)
+
+    def adopted(self, services: RuntimeServices, lease: Any, owner: str) -> None:
+        """A worker won a run's lease and is about to resume it: nothing to do for Baton (a baseline may rewind the
+        run first, `baton.sim.baseline_world`)."""
 
     def coordinate(self) -> None:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""

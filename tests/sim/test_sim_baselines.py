@@ -4,6 +4,7 @@ seeds, workload, fault schedule and oracles as Baton and the transcript controls
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -11,7 +12,7 @@ from typer.testing import CliRunner
 from baton.cli import app
 from baton.experiment.strategies import BY_ID
 from baton.models import RunKind
-from baton.sim import baseline_world
+from baton.sim import baseline_world, catalog_faults
 from baton.sim.compare import compare
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.runner import config_for, run_seed
@@ -67,7 +68,7 @@ def test_retry_on_the_same_placement_never_ends_if_its_placement_never_comes_bac
     assert moved.ok and moved.statuses == {"sim1-deploy-0": "verified"}
 
 
-@pytest.mark.parametrize("strategy", baseline_world.BASELINES)
+@pytest.mark.parametrize("strategy", (baseline_world.RETRY_SAME_PLACEMENT, baseline_world.WAIT_SAME_POOL))
 def test_a_baseline_never_leaves_its_pool(strategy: str) -> None:
     """Seed 1's deploy run starts on local-gpu-eu: Baton moves it to cloud-eu when the GPU is reclaimed (and on a
     planned move); the baselines own it only on local-gpu-eu."""
@@ -84,7 +85,7 @@ def test_a_baseline_never_leaves_its_pool(strategy: str) -> None:
 
 def test_on_a_planned_move_retry_stays_put_and_wait_for_the_pool_restarts_in_place() -> None:
     plan = FaultPlan((Fault("handoff", 3, "provider_unhealthy"), Fault("hold", 3, "5.0")))
-    retry, pool = (run_seed(1, 0, plan=plan, kinds=BOTH, strategy=s, keep_trail=True) for s in baseline_world.BASELINES)
+    retry, pool = (run_seed(1, 0, plan=plan, kinds=BOTH, strategy=s, keep_trail=True) for s in (baseline_world.RETRY_SAME_PLACEMENT, baseline_world.WAIT_SAME_POOL))
     assert any("retry_same_placement: sim1-deploy-0 stays (chaos provider_unhealthy)" in line
                for line in retry.trail or [])
     assert any("handoff sim1-deploy-0 provider_unhealthy: committed local-gpu-eu" in line for line in pool.trail or [])
@@ -99,3 +100,63 @@ def test_compare_and_the_cli_run_the_baselines() -> None:
                                       baseline_world.WAIT_SAME_POOL, "--json"])
     assert result.exit_code == 0, result.output
     assert CliRunner().invoke(app, ["sim", "--seeds", "1", "--strategy", "nonsense"]).exit_code == 2
+
+
+def _bill_of(records: SimRecords, run_id: str, into: list[int]) -> None:
+    """Model calls the provider billed the run, from the provider's own bill file (outside the code under test)."""
+    path = records.root / catalog_faults.BILL_FILE
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    into.append(sum(1 for line in lines if line.get("account") == run_id))
+
+
+def test_restart_from_the_beginning_pays_the_provider_for_more_model_calls_than_baton_on_the_same_seed() -> None:
+    """Seed 1's deploy worker crashes before its 14th write, after the model planned the deploy: Baton resumes from
+    the checkpoint sealed after the plan; restart rewinds to the first checkpoint and plans again."""
+    plan = FaultPlan((Fault("crash", 14, "before"),))
+    bills: dict[str, list[int]] = {}
+    outcomes = {}
+    for who in ("baton", baseline_world.RESTART):
+        bills[who] = []
+        outcomes[who] = run_world(config_for(1, 0, plan=plan, kinds=BOTH, strategy=who, keep_trail=True),
+                                  before_check=lambda r, b=bills[who]: _bill_of(r, "sim1-deploy-0", b))
+    restart, baton = outcomes[baseline_world.RESTART], outcomes["baton"]
+    assert any("restart: sim1-deploy-0 rewound to GENERATING (seq" in line for line in restart.trail or [])
+    assert bills[baseline_world.RESTART][0] > bills["baton"][0] >= 1, bills
+    for outcome in (baton, restart):  # the rewound run accounts for what it re-paid: the bill agrees with it
+        assert outcome.ok and not outcome.findings, (outcome.violations, outcome.findings)
+        assert set(outcome.statuses.values()) == {"verified"}
+
+
+def test_a_rewind_keeps_the_budget_used_and_the_operation_ledger() -> None:
+    """What a restart discards is progress, not facts: the rewound checkpoint carries the latest budget used and
+    operation ledger (the oracles' budget and exactly-once checks would catch a rewind that dropped them)."""
+    plan = FaultPlan((Fault("crash", 14, "before"),))
+    seen: list[tuple[str, int]] = []
+
+    def boundaries(records: SimRecords) -> None:
+        seen.extend((str(row[0]), int(row[1])) for row in records.store.raw(
+            "SELECT boundary, seq FROM checkpoints WHERE run_id = ? ORDER BY seq", ("sim1-deploy-0",)))
+
+    outcome = run_world(config_for(1, 0, plan=plan, kinds=BOTH, strategy=baseline_world.RESTART),
+                        before_check=boundaries)
+    assert outcome.ok, outcome.violations
+    first = seen[0][0]
+    assert [b for b, _ in seen].count(first) >= 2, seen  # the first boundary sealed again, later in the chain
+
+
+def test_coarse_checkpoints_resume_from_the_phase_end_and_pay_between_baton_and_restart() -> None:
+    """Seed 1's deploy worker crashes before its 20th write, past VERIFIED: restart plans again from the first
+    checkpoint (a second model call billed), coarse checkpoints resume from VERIFIED (the plan kept), Baton from
+    the latest checkpoint."""
+    plan = FaultPlan((Fault("crash", 20, "before"),))
+    bills: dict[str, list[int]] = {}
+    trails: dict[str, list[str]] = {}
+    for who in ("baton", baseline_world.COARSE, baseline_world.RESTART):
+        bills[who] = []
+        outcome = run_world(config_for(1, 0, plan=plan, kinds=BOTH, strategy=who, keep_trail=True),
+                            before_check=lambda r, b=bills[who]: _bill_of(r, "sim1-deploy-0", b))
+        assert outcome.ok and not outcome.findings, (who, outcome.violations, outcome.findings)
+        trails[who] = outcome.trail or []
+    assert any("coarse_checkpoints: sim1-deploy-0 rewound to VERIFIED" in line for line in trails[baseline_world.COARSE])
+    assert any("restart: sim1-deploy-0 rewound to GENERATING" in line for line in trails[baseline_world.RESTART])
+    assert bills[baseline_world.RESTART][0] > bills[baseline_world.COARSE][0] >= bills["baton"][0], bills

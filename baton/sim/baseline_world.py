@@ -39,6 +39,16 @@ run or the catalog changes under it) is the baseline's.
 |                      |                                               | coarse design would have sealed. Differs: the |
 |                      |                                               | fine seals are still written (their cost is   |
 |                      |                                               | paid), only never resumed from                |
+| human_assisted       | transcript resume; every fault waits          | Baton's machinery, but a human makes every    |
+|                      | `human_delay_s` and costs `human_cost_usd`    | move, `human_delay_s` after being asked: a run|
+|                      | (one intervention per fault); the human       | whose lease lapsed waits for one (one         |
+|                      | checks an ambiguous effect                    | intervention per lease epoch); a planned move |
+|                      |                                               | (chaos, catalog) is made when the human gets  |
+|                      |                                               | to it (one intervention each, if the run is   |
+|                      |                                               | still active). Differs: the checking of an    |
+|                      |                                               | ambiguous effect is Baton's reconciler, inline|
+|                      |                                               | (no human, no delay); the cost is reported as |
+|                      |                                               | interventions (`SimOutcome.interventions`)    |
 
 What a fault means for them: `restart` faces every fault exactly as Baton does and differs only in where it
 resumes from. For the two that keep to their placement, a `handoff` fault whose reason kills the worker (a reclaimed GPU) takes its
@@ -73,14 +83,15 @@ RETRY_SAME_PLACEMENT = "retry_same_placement"
 WAIT_SAME_POOL = "wait_same_pool"
 RESTART = "restart"
 COARSE = "coarse_checkpoints"
-BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL, RESTART, COARSE)
+HUMAN = "human_assisted"
+BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL, RESTART, COARSE, HUMAN)
 COARSE_BOUNDARIES = (Boundary.VERIFIED, Boundary.COMMITTED)
 """Where a coarse-checkpoint design seals: at the end of a phase (evidence gathered and the candidate verified; the
 side effect committed), besides the run's first checkpoint."""
 """The experiment's baselines the simulation runs (ids as in `baton.experiment.strategies`)."""
 SIM_STRATEGIES = (*DESIGNS, *BASELINES)
 """Every strategy `baton sim --strategy` runs: Baton, the transcript controls, the baselines."""
-NOT_YET = ("restart_last_step", "human_assisted")
+NOT_YET = ("restart_last_step",)
 """The experiment's baselines the simulation does not run yet (the model only)."""
 
 
@@ -90,9 +101,19 @@ class BaselineWorld(World):
     def __init__(self, config: Any, root: Path) -> None:
         if config.strategy not in BASELINES:
             raise ValueError(f"not a simulated baseline: {config.strategy!r}; baselines: {', '.join(BASELINES)}")
+        if config.strategy == HUMAN:  # the simulation's cut-off, not a fault: leave room for every human's delay
+            config = dataclasses.replace(config, max_time_s=config.max_time_s
+                                         + config.human_delay_s * (len(config.plan.faults) + 1))
         super().__init__(config, root)
         self.home: dict[str, str] = {}
         """run -> the placement it was launched on."""
+        self.interventions: dict[str, int] = {}
+        """run -> human interventions it needed (`human_assisted`)."""
+        self.asked: dict[tuple[str, int], float] = {}
+        """(run, lease epoch) -> when a human was first asked to recover it at that epoch."""
+        self.resolved: set[tuple[str, int]] = set()
+        self.deferred: list[tuple[float, int, HandoffRequest]] = []
+        """(due second, lease epoch when asked, move): planned moves a human makes once there."""
 
     def launch(self) -> None:
         super().launch()
@@ -114,7 +135,43 @@ class BaselineWorld(World):
             self.sched.record(f"{self.config.strategy}: {lease.run_id} rewound to {rewound.boundary.value} "
                               f"(seq {rewound.seq}) at epoch {lease.epoch}")
 
+    def _intervene(self, run_id: str) -> None:
+        self.interventions[run_id] = self.interventions.get(run_id, 0) + 1
+        self.sched.record(f"human_assisted: intervention {self.interventions[run_id]} on {run_id} "
+                          f"(${self.config.human_cost_usd:g} each)")
+
+    def _human(self, request: HandoffRequest, why: str) -> HandoffRequest | None:
+        """A human makes every move, `human_delay_s` after being asked: a lapsed run waits for one (asked once per
+        lease epoch); a planned move (chaos, catalog) is made when the human gets to it, unless the run moved or
+        ended meanwhile."""
+        now = self.sched.elapsed_s
+        if why != "lapsed":
+            self.deferred.append((now + self.config.human_delay_s, self._lease_epoch(request.run_id), request))
+            self.sched.record(f"human_assisted: {request.run_id} {request.reason} waits for a human")
+            return None
+        key = (request.run_id, self._lease_epoch(request.run_id))
+        asked = self.asked.setdefault(key, now)
+        if now - asked < self.config.human_delay_s:
+            return None
+        if key not in self.resolved:
+            self.resolved.add(key)
+            self._intervene(request.run_id)
+        return request
+
+    def deferred_moves(self) -> list[HandoffRequest]:
+        now = self.sched.elapsed_s
+        due = [(epoch, request) for at, epoch, request in self.deferred if at <= now]
+        self.deferred = [entry for entry in self.deferred if entry[0] > now]
+        active = []
+        for epoch, request in due:  # moved meanwhile (a human answered its lapsed lease) or ended: nothing to do
+            if self.store.get_run(request.run_id).status == "active" and self._lease_epoch(request.run_id) == epoch:
+                self._intervene(request.run_id)
+                active.append(request)
+        return active
+
     def recovery(self, request: HandoffRequest, why: str) -> HandoffRequest | None:
+        if self.config.strategy == HUMAN:
+            return self._human(request, why)
         if self.config.strategy in REWIND_TO:  # moves as Baton does, wherever the fleet has room
             return request
         if self.config.strategy == RETRY_SAME_PLACEMENT and why != "lapsed":

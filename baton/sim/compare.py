@@ -7,8 +7,8 @@ ended) and with `await_stalled` (it runs on until every stalled worker woke and
 finished what it was doing, so a zombie's late acts are judged too).
 
 Each strategy (`baton`, `naive`, `competent`, and the baselines run by Baton's
-machinery under another recovery policy, `retry_same_placement` and `wait_same_pool`:
-`baton.sim.baseline_world`) runs seeds 0..N-1 with deploy and research runs
+machinery under another recovery policy, `retry_same_placement`, `wait_same_pool`,
+`restart`, `coarse_checkpoints` and `human_assisted`: `baton.sim.baseline_world`) runs seeds 0..N-1 with deploy and research runs
 (`baton sim --strategy S` for one); the figures are counted from the
 oracles' violations (`baton.sim.oracles`), the runs' reported statuses and the
 faults that fired. Invariant 4 has two parts that mean different things for a
@@ -76,6 +76,7 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
             "faults_scheduled": dict(sorted(summary.scheduled_counts.items())),
             "faults_fired": dict(sorted(summary.fault_counts.items())),
             "faults_without_counterpart": dict(sorted(summary.skipped_counts.items())),
+            "human_interventions": summary.interventions,
             "example": dict(sorted(examples.items())),
         }
     return report

@@ -189,6 +189,10 @@ class SimConfig:
     """How long a placement a reclaimed GPU (a `handoff` fault whose reason kills the worker) takes out stays without
     a worker: its supervisor starts none until then (0: restarted after `restart_after_s`). The same for
     every strategy: a run that moves away does not wait for it; one that stays does."""
+    human_delay_s: float = 900.0
+    """`human_assisted`: how long a human takes to act on a recovery (the experiment's `Parameters.human_delay_s`)."""
+    human_cost_usd: float = 5.0
+    """`human_assisted`: what one intervention costs (the experiment's `Parameters.human_cost_usd`)."""
     await_stalled: bool = False
     """Keep the world running until every stalled worker process has woken and finished what it was doing, even after
     every run ended (a zombie's late acts are judged too); off, the world ends once every run ended."""
@@ -237,6 +241,8 @@ class SimOutcome:
     """Scheduled faults with no counterpart for the strategy (a control has no catalog and no lease calls)."""
     findings: list[str] = field(default_factory=list)
     """What `baton.sim.oracles.FINDINGS` found: the run's own account against the bill and the targets (not in `ok`)."""
+    interventions: int = 0
+    """Human interventions the strategy needed (`human_assisted`, `baton.sim.baseline_world`; 0 for the others)."""
 
     @property
     def ok(self) -> bool:
@@ -521,6 +527,8 @@ class World:
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
+            for request in self.deferred_moves():
+                self._handoff(coordinator, request)
             self.change_documents(corpus)
             now = self.store.db_now()
             for run_id in self.run_ids:
@@ -542,6 +550,10 @@ class World:
         """The move the world's strategy makes of `request` (`why`: `lapsed`, `chaos` or `catalog`); None: no move now.
         Baton makes every move the fleet asks for; a baseline (`baton.sim.baseline_world`) restricts or holds them."""
         return request
+
+    def deferred_moves(self) -> list[HandoffRequest]:
+        """Moves the strategy held back earlier and makes now (none for Baton)."""
+        return []
 
     def _dispatch(self) -> DispatchSettings:
         """The fleet's coordinator settings in this world (it reads the store's catalog itself at each move)."""
@@ -730,6 +742,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                     "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
                     "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
                 strategy=config.strategy, skipped=list(getattr(world, "skipped", [])), findings=found,
+                interventions=sum(getattr(world, "interventions", {}).values()),
             )
             if hasattr(world, "steps_reached"):  # a control's last step, as its transcript has it
                 outcome.last_boundaries = world.steps_reached()

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from baton.cli import app
 from baton.experiment.strategies import BY_ID
+from baton.experiment.workload import Parameters
 from baton.models import RunKind
 from baton.sim import baseline_world, catalog_faults
 from baton.sim.compare import compare
@@ -160,3 +161,19 @@ def test_coarse_checkpoints_resume_from_the_phase_end_and_pay_between_baton_and_
     assert any("coarse_checkpoints: sim1-deploy-0 rewound to VERIFIED" in line for line in trails[baseline_world.COARSE])
     assert any("restart: sim1-deploy-0 rewound to GENERATING" in line for line in trails[baseline_world.RESTART])
     assert bills[baseline_world.RESTART][0] > bills[baseline_world.COARSE][0] >= bills["baton"][0], bills
+
+
+def test_human_assisted_recovery_waits_for_a_human_and_counts_each_intervention() -> None:
+    """A reclaimed GPU: Baton moves the run at once; under human-assisted recovery a human moves it
+    `human_delay_s` later (the experiment's defaults), one intervention."""
+    assert (config_for(1, 0).human_delay_s, config_for(1, 0).human_cost_usd) == (
+        Parameters().human_delay_s, Parameters().human_cost_usd)
+    baton, human = (run_seed(1, 0, plan=RECLAIMED, kinds=BOTH, strategy=s, keep_trail=True)
+                    for s in ("baton", baseline_world.HUMAN))
+    assert baton.interventions == 0 and baton.virtual_s < 30.0
+    assert human.ok and set(human.statuses.values()) == {"verified"}, human.violations
+    assert human.interventions == 1
+    assert human.virtual_s >= config_for(1, 0).human_delay_s
+    assert any("human_assisted: intervention 1 on sim1-deploy-0" in line for line in human.trail or [])
+    unfaulted = run_seed(1, 0, plan=FaultPlan(), kinds=BOTH, strategy=baseline_world.HUMAN)
+    assert unfaulted.interventions == 0 and unfaulted.virtual_s < 30.0

@@ -119,7 +119,7 @@ def sim(
     strategy: str = typer.Option("baton", "--strategy", help="who runs the runs: baton, a transcript-only control, "
                                  "naive or competent (deploy and research runs), or a baseline run by Baton's machinery "
                                  "under another recovery policy, retry_same_placement, wait_same_pool, restart, "
-                                 "coarse_checkpoints or human_assisted "
+                                 "restart_last_step, coarse_checkpoints or human_assisted "
                                  "(baton.sim.baseline_world); same workload, faults and oracles"),
     await_stalled: bool = typer.Option(False, "--await-stalled", help="keep each world running until its stalled "
                                        "workers woke and finished what they were doing (zombies judged too)"),

@@ -33,6 +33,10 @@ run or the catalog changes under it) is the baseline's.
 |                      |                                               | as the model's keyed re-send; spend stays     |
 |                      |                                               | spent); the observation log keeps the old     |
 |                      |                                               | observations as history, the book starts empty|
+| restart_last_step    | as restart, from the last deterministic step  | as restart, but the rewind goes back to the   |
+|                      | (every `deterministic_every` steps)           | newest checkpoint of class R1 or R2 (else the |
+|                      |                                               | first). In the deploy and research runs only  |
+|                      |                                               | the first is R2: the same as restart there    |
 | coarse_checkpoints   | Baton's protocol and handoff, but it resumes  | as restart, but the rewind goes back to the   |
 |                      | from the last coarse checkpoint (every        | newest checkpoint at a phase's end (VERIFIED, |
 |                      | `coarse_every` steps)                         | COMMITTED; else the first): the checkpoints a |
@@ -71,7 +75,7 @@ from typing import Any
 from baton.checkpoints import restore
 from baton.handoff.coordinator import HandoffRequest
 from baton.lifecycle import TERMINAL
-from baton.models import Boundary, ExecutionCheckpoint
+from baton.models import Boundary, ExecutionCheckpoint, ResumabilityClass
 from baton.runtime.observation_book import ObservationBook
 from baton.runtime.run_state import RunState
 from baton.runtime.sealing import Sealer
@@ -82,17 +86,21 @@ from baton.sim.world import World
 RETRY_SAME_PLACEMENT = "retry_same_placement"
 WAIT_SAME_POOL = "wait_same_pool"
 RESTART = "restart"
+RESTART_LAST_STEP = "restart_last_step"
 COARSE = "coarse_checkpoints"
 HUMAN = "human_assisted"
-BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL, RESTART, COARSE, HUMAN)
+BASELINES = (RETRY_SAME_PLACEMENT, WAIT_SAME_POOL, RESTART, RESTART_LAST_STEP, COARSE, HUMAN)
+DETERMINISTIC = (ResumabilityClass.R1, ResumabilityClass.R2)
+"""The resumability classes a restart from the last deterministic step can resume from: R2, deterministic state,
+and R1, a restart from the previous durable boundary (no recorded observation or side effect to carry)."""
 COARSE_BOUNDARIES = (Boundary.VERIFIED, Boundary.COMMITTED)
 """Where a coarse-checkpoint design seals: at the end of a phase (evidence gathered and the candidate verified; the
 side effect committed), besides the run's first checkpoint."""
 """The experiment's baselines the simulation runs (ids as in `baton.experiment.strategies`)."""
 SIM_STRATEGIES = (*DESIGNS, *BASELINES)
 """Every strategy `baton sim --strategy` runs: Baton, the transcript controls, the baselines."""
-NOT_YET = ("restart_last_step",)
-"""The experiment's baselines the simulation does not run yet (the model only)."""
+NOT_YET: tuple[str, ...] = ()
+"""The experiment's baselines the simulation does not run yet (the model only): none."""
 
 
 class BaselineWorld(World):
@@ -193,7 +201,15 @@ def coarse_point(checkpoints: list[ExecutionCheckpoint]) -> int:
     return max((i for i, c in enumerate(checkpoints) if c.boundary in COARSE_BOUNDARIES), default=0)
 
 
-REWIND_TO: dict[str, Callable[[list[ExecutionCheckpoint]], int]] = {RESTART: lambda _: 0, COARSE: coarse_point}
+def deterministic_point(checkpoints: list[ExecutionCheckpoint]) -> int:
+    """The newest checkpoint of class R1 or R2 (`DETERMINISTIC`), else the first. In the simulated deploy and
+    research runs only the first checkpoint is R2 (every later one holds recorded observations, R3 or above), so
+    this is `restart` there; it differs for runs with deterministic steps after the first."""
+    return max((i for i, c in enumerate(checkpoints) if c.resumability in DETERMINISTIC), default=0)
+
+
+REWIND_TO: dict[str, Callable[[list[ExecutionCheckpoint]], int]] = {
+    RESTART: lambda _: 0, RESTART_LAST_STEP: deterministic_point, COARSE: coarse_point}
 """strategy -> which of a run's checkpoints its recovery resumes from (an index into the run's checkpoints)."""
 
 

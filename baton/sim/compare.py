@@ -8,7 +8,7 @@ finished what it was doing, so a zombie's late acts are judged too).
 
 Each strategy (`baton`, `naive`, `competent`, and the baselines run by Baton's
 machinery under another recovery policy, `retry_same_placement`, `wait_same_pool`,
-`restart`, `coarse_checkpoints` and `human_assisted`: `baton.sim.baseline_world`) runs seeds 0..N-1 with deploy and research runs
+`restart`, `restart_last_step`, `coarse_checkpoints` and `human_assisted`: `baton.sim.baseline_world`) runs seeds 0..N-1 with deploy and research runs
 (`baton sim --strategy S` for one); the figures are counted from the
 oracles' violations (`baton.sim.oracles`), the runs' reported statuses and the
 faults that fired. Invariant 4 has two parts that mean different things for a

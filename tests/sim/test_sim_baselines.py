@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +14,7 @@ from typer.testing import CliRunner
 from baton.cli import app
 from baton.experiment.strategies import BY_ID
 from baton.experiment.workload import Parameters
-from baton.models import RunKind
+from baton.models import Boundary, ResumabilityClass, RunKind
 from baton.sim import baseline_world, catalog_faults
 from baton.sim.compare import compare
 from baton.sim.faults import Fault, FaultPlan
@@ -177,3 +179,16 @@ def test_human_assisted_recovery_waits_for_a_human_and_counts_each_intervention(
     assert any("human_assisted: intervention 1 on sim1-deploy-0" in line for line in human.trail or [])
     unfaulted = run_seed(1, 0, plan=FaultPlan(), kinds=BOTH, strategy=baseline_world.HUMAN)
     assert unfaulted.interventions == 0 and unfaulted.virtual_s < 30.0
+
+
+def test_restart_from_the_last_deterministic_step_resumes_from_the_newest_r1_or_r2_checkpoint() -> None:
+    def points(*classes: str) -> list[Any]:
+        return [SimpleNamespace(resumability=ResumabilityClass(c), boundary=Boundary.GENERATING) for c in classes]
+
+    assert baseline_world.deterministic_point(points("R2", "R3", "R2", "R3", "R5")) == 2
+    assert baseline_world.deterministic_point(points("R2", "R3", "R4")) == 0
+    assert baseline_world.deterministic_point(points("R3", "R1", "R4")) == 1
+    plan = FaultPlan((Fault("crash", 20, "before"),))  # in a deploy run only the first checkpoint is R2
+    last_step = run_seed(1, 0, plan=plan, kinds=BOTH, strategy=baseline_world.RESTART_LAST_STEP, keep_trail=True)
+    assert last_step.ok and set(last_step.statuses.values()) == {"verified"}
+    assert any("restart_last_step: sim1-deploy-0 rewound to GENERATING" in line for line in last_step.trail or [])

@@ -116,8 +116,11 @@ def sim(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
     agree: str | None = typer.Option(None, "--agree", help="CASE[,CASE]: run these sec.-27 cases live and as their "
                                      "named sim plans (baton.sim.sec27_plans) and compare the verdicts"),
-    strategy: str = typer.Option("baton", "--strategy", help="who runs the runs: baton, or a transcript-only control, "
-                                 "naive or competent (deploy and research runs; same workload, faults and oracles)"),
+    strategy: str = typer.Option("baton", "--strategy", help="who runs the runs: baton, a transcript-only control, "
+                                 "naive or competent (deploy and research runs), or a baseline run by Baton's machinery "
+                                 "under another recovery policy, retry_same_placement, wait_same_pool, restart, "
+                                 "restart_last_step, coarse_checkpoints or human_assisted "
+                                 "(baton.sim.baseline_world); same workload, faults and oracles"),
     await_stalled: bool = typer.Option(False, "--await-stalled", help="keep each world running until its stalled "
                                        "workers woke and finished what they were doing (zombies judged too)"),
 ) -> None:
@@ -133,13 +136,17 @@ def sim(
 
         raise typer.Exit(0 if all(row["agree"] for row in agreement([agree])) else 1)
     run_kinds = _kinds(kinds)
-    from baton.sim.control_world import CONTROL_KINDS, STRATEGIES
+    from baton.sim.baseline_world import BASELINES, SIM_STRATEGIES
+    from baton.sim.control_world import CONTROL_KINDS
 
-    if strategy not in STRATEGIES:
-        console.print(f"[red]unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}[/red]")
+    if strategy not in SIM_STRATEGIES:
+        console.print(f"[red]unknown strategy {strategy!r}; use {', '.join(SIM_STRATEGIES)}[/red]")
         raise typer.Exit(2)
-    if strategy != "baton" and (ablations or any(kind not in CONTROL_KINDS for kind in run_kinds)):
-        console.print("[red]a control runs deploy and research runs only, and has no protection to ablate[/red]")
+    if strategy != "baton" and ablations:
+        console.print("[red]only baton's own strategy has protections to ablate[/red]")
+        raise typer.Exit(2)
+    if strategy not in ("baton", *BASELINES) and any(kind not in CONTROL_KINDS for kind in run_kinds):
+        console.print("[red]a control runs deploy and research runs only[/red]")
         raise typer.Exit(2)
     schedule = None
     if plan is not None:

@@ -1,4 +1,4 @@
-"""Baton and the transcript-only controls on the same seeds, faults and oracles: one table of what each showed.
+"""Baton, the transcript-only controls and the baselines on the same seeds, faults and oracles: one table.
 
     python -m baton.sim.compare OUT.json [--seeds 200] [--faults 5] [--jobs 1]
 
@@ -6,8 +6,10 @@ Each strategy is run twice: as `baton sim` runs it (a world ends once every run
 ended) and with `await_stalled` (it runs on until every stalled worker woke and
 finished what it was doing, so a zombie's late acts are judged too).
 
-Each strategy (`baton`, `naive`, `competent`) runs seeds 0..N-1 with deploy and
-research runs (`baton sim --strategy S` for one); the figures are counted from the
+Each strategy (`baton`, `naive`, `competent`, and the baselines run by Baton's
+machinery under another recovery policy, `retry_same_placement`, `wait_same_pool`,
+`restart`, `restart_last_step`, `coarse_checkpoints` and `human_assisted`: `baton.sim.baseline_world`) runs seeds 0..N-1 with deploy and research runs
+(`baton sim --strategy S` for one); the figures are counted from the
 oracles' violations (`baton.sim.oracles`), the runs' reported statuses and the
 faults that fired. Invariant 4 has two parts that mean different things for a
 control, so they are counted apart: `I4 retry without asking` (a mutation whose
@@ -29,7 +31,7 @@ from collections import Counter
 from typing import Any
 
 from baton.models import RunKind
-from baton.sim.control_world import STRATEGIES
+from baton.sim.baseline_world import SIM_STRATEGIES
 from baton.sim.runner import run_many
 from baton.sim.world import SimOutcome
 
@@ -45,7 +47,7 @@ def label(violation: str) -> str:
     return head
 
 
-def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
+def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ...] = SIM_STRATEGIES,
             await_stalled: bool = False) -> dict[str, Any]:
     """Per strategy: seconds, run statuses, violations and violating seeds per oracle, faults scheduled and fired."""
     report: dict[str, Any] = {"seeds": seeds, "faults_per_seed": faults, "runs": [k.value for k in KINDS],
@@ -74,6 +76,7 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
             "faults_scheduled": dict(sorted(summary.scheduled_counts.items())),
             "faults_fired": dict(sorted(summary.fault_counts.items())),
             "faults_without_counterpart": dict(sorted(summary.skipped_counts.items())),
+            "human_interventions": summary.interventions,
             "example": dict(sorted(examples.items())),
         }
     return report

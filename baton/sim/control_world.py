@@ -114,6 +114,8 @@ class SimTranscript:
 class ControlWorld(World):
     """One seed's world run by a transcript-only control (`naive` or `competent`) instead of Baton."""
 
+    GUARDED = False
+
     def __init__(self, config: Any, root: Path) -> None:
         if config.strategy not in CONTROLS:
             raise ValueError(f"not a control strategy: {config.strategy!r}; controls: {', '.join(CONTROLS)}")
@@ -272,6 +274,7 @@ class ControlWorld(World):
                 for process in self.sched.processes.values():
                     if process.name.startswith(f"w:{source}#"):
                         self.sched.kill(process, f"chaos {reason.value}")
+                self.take_out(source)
             elif holder is not None and not holder.dead:
                 self.draining[run_id] = holder
                 waited = 0.0

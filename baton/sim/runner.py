@@ -63,6 +63,8 @@ class Summary:
     """Fault kind -> scheduled faults with no counterpart for the strategy (they never fire)."""
     errors: int = 0
     steps: int = 0
+    interventions: int = 0
+    """Human interventions over every seed (`human_assisted` only)."""
 
     @property
     def seeds_per_s(self) -> float:
@@ -79,6 +81,7 @@ class Summary:
         self.skipped_counts.update(f.kind for f in outcome.skipped)
         self.findings_by_check.update(f.split(":", 1)[0] for f in outcome.findings)
         self.errors += bool(outcome.errors)
+        self.interventions += outcome.interventions
         if not outcome.ok:
             self.failing.append(outcome)
 

@@ -183,7 +183,16 @@ class SimConfig:
     ablate: tuple[str, ...] = ()
     keep_trail: bool = False
     strategy: str = "baton"
-    """Who runs the runs: `baton`, or a transcript-only control, `naive` or `competent` (`baton.sim.control_world`)."""
+    """Who runs the runs: `baton`, a transcript-only control, `naive` or `competent` (`baton.sim.control_world`), or a
+    baseline run by Baton's machinery under another recovery policy (`baton.sim.baseline_world`)."""
+    outage_s: float = 300.0
+    """How long a placement a reclaimed GPU (a `handoff` fault whose reason kills the worker) takes out stays without
+    a worker: its supervisor starts none until then (0: restarted after `restart_after_s`). The same for
+    every strategy: a run that moves away does not wait for it; one that stays does."""
+    human_delay_s: float = 900.0
+    """`human_assisted`: how long a human takes to act on a recovery (the experiment's `Parameters.human_delay_s`)."""
+    human_cost_usd: float = 5.0
+    """`human_assisted`: what one intervention costs (the experiment's `Parameters.human_cost_usd`)."""
     await_stalled: bool = False
     """Keep the world running until every stalled worker process has woken and finished what it was doing, even after
     every run ended (a zombie's late acts are judged too); off, the world ends once every run ended."""
@@ -232,6 +241,8 @@ class SimOutcome:
     """Scheduled faults with no counterpart for the strategy (a control has no catalog and no lease calls)."""
     findings: list[str] = field(default_factory=list)
     """What `baton.sim.oracles.FINDINGS` found: the run's own account against the bill and the targets (not in `ok`)."""
+    interventions: int = 0
+    """Human interventions the strategy needed (`human_assisted`, `baton.sim.baseline_world`; 0 for the others)."""
 
     @property
     def ok(self) -> bool:
@@ -240,6 +251,9 @@ class SimOutcome:
 
 class World:
     """Build, drive and check one seed's world (use `run_world`)."""
+
+    GUARDED = True
+    """The targets check capabilities (Baton's machinery runs the runs); a transcript control's do not."""
 
     def __init__(self, config: SimConfig, root: Path) -> None:
         self.config = config
@@ -255,7 +269,7 @@ class World:
         self.placements = browser_world.world_placements(config.kinds, PLACEMENTS)
         self.authority = AuthorityService(f"baton-sim-{config.seed}".encode().ljust(32, b"."), max_ttl_s=120.0)
         browser_world.prepare(root, self.authority)  # the authority's keys, where the guarded targets read them
-        guarded = config.strategy == "baton"
+        guarded = self.GUARDED
         for name, factory in TARGET_APPS.items():
             built = GUARDED_APPS.get(name, factory) if guarded else factory
             self.network.add_target(name, _target_app(name, built, root, guarded=guarded))
@@ -281,6 +295,8 @@ class World:
         self.senders: dict[str, str] = {}
         self.run_ids: list[str] = []
         self.launch_authority: dict[str, AuthorityLevel] = {}
+        self.down_until: dict[str, float] = {}
+        """placement -> virtual second until which it has no worker (`SimConfig.outage_s`)."""
         self._settled = False
         self._writes_seen = 0  # committed writes: only one can settle a run
         self._settled_checked = -1
@@ -358,6 +374,16 @@ class World:
         planted = json.loads(path.read_text()) if path.exists() else []
         path.write_text(json.dumps([*planted, secret]))
 
+    def take_out(self, placement: str) -> None:
+        """A reclaimed GPU: `placement` has no worker for `SimConfig.outage_s` (its workers are killed by the caller)."""
+        if self.config.outage_s > 0:
+            self.down_until[placement] = max(self.down_until.get(placement, 0.0),
+                                             self.sched.elapsed_s + self.config.outage_s)
+            self.sched.record(f"placement {placement} gone until {self.down_until[placement]:.1f}s")
+
+    def is_down(self, placement: str) -> bool:
+        return self.sched.elapsed_s < self.down_until.get(placement, 0.0)
+
     def _lease_epoch(self, run_id: str) -> int:
         rows = self.store.raw("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
         return int(rows[0][0]) if rows else -1
@@ -434,6 +460,9 @@ class World:
             if process is None or process.dead:
                 if process is not None:
                     self.sched.sleep(self.config.restart_after_s)
+                if self.is_down(placement.name):  # the placement is gone for now: nothing to start a worker on
+                    self.sched.sleep(self.config.poll_s)
+                    continue
                 incarnation += 1
                 self.workers_started += 1
                 process = self.sched.process(f"w:{placement.name}#{incarnation}")
@@ -477,11 +506,16 @@ class World:
                         continue
                     won = executor.adopt(run.run_id, lease)
                     if won is not None:
+                        self.adopted(services, won, owner)
                         outcome = executor.execute(won)
                         self.sched.record(f"{owner} {run.run_id}: {outcome.result}")
             except Exception as exc:  # noqa: BLE001 - as the live worker: a failed poll is logged, not fatal
                 self.sched.record(f"{owner} poll failed: {type(exc).__name__}")
             self.sched.sleep(self.config.poll_s)
+
+    def adopted(self, services: RuntimeServices, lease: Any, owner: str) -> None:
+        """A worker won a run's lease and is about to resume it: nothing to do for Baton (a baseline may rewind the
+        run first, `baton.sim.baseline_world`)."""
 
     def coordinate(self) -> None:
         """The fleet's coordinator: move runs whose lease lapsed, and the runs chaos displaces."""
@@ -493,6 +527,8 @@ class World:
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
+            for request in self.deferred_moves():
+                self._handoff(coordinator, request)
             self.change_documents(corpus)
             now = self.store.db_now()
             for run_id in self.run_ids:
@@ -502,10 +538,22 @@ class World:
                     continue
                 if self.sched.elapsed_s - tried.get(run_id, -1e9) < 2.0:
                     continue
+                request = self.recovery(HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
+                                                       allow_same_placement=True), "lapsed")
+                if request is None:  # the strategy holds the run for now: ask again on the next poll
+                    continue
                 tried[run_id] = self.sched.elapsed_s
-                self._handoff(coordinator, HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
-                                                          allow_same_placement=True))
+                self._handoff(coordinator, request)
             self.sched.sleep(self.config.poll_s)
+
+    def recovery(self, request: HandoffRequest, why: str) -> HandoffRequest | None:
+        """The move the world's strategy makes of `request` (`why`: `lapsed`, `chaos` or `catalog`); None: no move now.
+        Baton makes every move the fleet asks for; a baseline (`baton.sim.baseline_world`) restricts or holds them."""
+        return request
+
+    def deferred_moves(self) -> list[HandoffRequest]:
+        """Moves the strategy held back earlier and makes now (none for Baton)."""
+        return []
 
     def _dispatch(self) -> DispatchSettings:
         """The fleet's coordinator settings in this world (it reads the store's catalog itself at each move)."""
@@ -551,9 +599,11 @@ class World:
             if run.status != "active" or run.placement is None or run.placement == target:
                 continue
             owner = self.store.get_lease(run_id).owner or ""
-            self._handoff(coordinator, HandoffRequest(
+            request = self.recovery(HandoffRequest(
                 run_id=run_id, reason=ChaosReason.SCHEDULER_REBALANCE.handoff_reason, preferred_targets=(target,),
-                source_alive=owner.startswith("worker:"), allow_same_placement=False))
+                source_alive=owner.startswith("worker:"), allow_same_placement=False), "catalog")
+            if request is not None:
+                self._handoff(coordinator, request)
 
     def _take(self, queue: list[Any]) -> list[Any]:
         taken, queue[:] = list(queue), []
@@ -573,14 +623,17 @@ class World:
                 for process in self.sched.processes.values():
                     if process.name.startswith(f"w:{source.name}#"):
                         self.sched.kill(process, f"chaos {reason.value}")
-            self._handoff(coordinator, HandoffRequest(
+                self.take_out(source.name)
+            request = self.recovery(HandoffRequest(
                 run_id=run_id, reason=reason.handoff_reason,
                 preferred_targets=preferred_targets(reason, source, self.placements, "model-v8"),
                 excluded_placements=tuple(p for p in affected_placements(reason, source, self.placements)
                                           if p != source.name),
                 source_alive=owner.startswith("worker:") and not reason.kills_worker,
                 allow_same_placement=reason.targets_one_run,
-            ))
+            ), "chaos")
+            if request is not None:
+                self._handoff(coordinator, request)
 
     def _handoff(self, coordinator: Any, request: HandoffRequest) -> None:
         try:
@@ -620,6 +673,10 @@ class World:
 def _world_class(config: SimConfig) -> type[World]:
     if config.strategy == "baton":
         return World
+    from baton.sim.baseline_world import BASELINES, BaselineWorld
+
+    if config.strategy in BASELINES:
+        return BaselineWorld
     from baton.sim.control_world import ControlWorld
 
     return ControlWorld
@@ -685,8 +742,9 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                     "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
                     "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
                 strategy=config.strategy, skipped=list(getattr(world, "skipped", [])), findings=found,
+                interventions=sum(getattr(world, "interventions", {}).values()),
             )
-            if config.strategy != "baton":  # a control's last step, as its transcript has it
+            if hasattr(world, "steps_reached"):  # a control's last step, as its transcript has it
                 outcome.last_boundaries = world.steps_reached()
             world.network.close()
             world.store.close()

@@ -113,9 +113,9 @@ def _bill_of(records: SimRecords, run_id: str, into: list[int]) -> None:
 
 
 def test_restart_from_the_beginning_pays_the_provider_for_more_model_calls_than_baton_on_the_same_seed() -> None:
-    """Seed 1's deploy worker crashes before its 14th write, after the model planned the deploy: Baton resumes from
+    """Seed 1's deploy worker crashes before its 16th write, after the model planned the deploy: Baton resumes from
     the checkpoint sealed after the plan; restart rewinds to the first checkpoint and plans again."""
-    plan = FaultPlan((Fault("crash", 14, "before"),))
+    plan = FaultPlan((Fault("crash", 16, "before"),))
     bills: dict[str, list[int]] = {}
     outcomes = {}
     for who in ("baton", baseline_world.RESTART):
@@ -148,10 +148,10 @@ def test_a_rewind_keeps_the_budget_used_and_the_operation_ledger() -> None:
 
 
 def test_coarse_checkpoints_resume_from_the_phase_end_and_pay_between_baton_and_restart() -> None:
-    """Seed 1's deploy worker crashes before its 20th write, past VERIFIED: restart plans again from the first
+    """Seed 1's deploy worker crashes before its 23rd write, past VERIFIED: restart plans again from the first
     checkpoint (a second model call billed), coarse checkpoints resume from VERIFIED (the plan kept), Baton from
     the latest checkpoint."""
-    plan = FaultPlan((Fault("crash", 20, "before"),))
+    plan = FaultPlan((Fault("crash", 23, "before"),))
     bills: dict[str, list[int]] = {}
     trails: dict[str, list[str]] = {}
     for who in ("baton", baseline_world.COARSE, baseline_world.RESTART):

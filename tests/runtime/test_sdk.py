@@ -332,3 +332,14 @@ def test_a_run_quiesced_at_committing_for_a_move_that_aborts_goes_on_and_commits
     assert ctx.boundary is Boundary.AUTHORIZED
     ctx.perform("deploy", TARGET, {"spec": "v1"}, key="run-1:deploy")
     assert ctx.boundary is Boundary.COMMITTED and len(target.effects) == 1
+
+
+def test_a_seal_s_events_measure_its_latency(ctx: RunContext, services: RuntimeServices) -> None:
+    """CHECKPOINT_STARTED and CHECKPOINT_SEALED are what sec. 25's checkpoint latency is read from; stamped with one
+    clock reading, every SDK seal measured 0 ms."""
+    ctx.observe("builds://checkout", {"service": "checkout"}, b"1.4.2 passed", freshness_s=300)
+    events = services.store.list_events(run_id="run-1", event_types=[EventType.CHECKPOINT_STARTED,
+                                                                      EventType.CHECKPOINT_SEALED])
+    started, sealed = (event for _, event in events[-2:])
+    assert (started.event_type, sealed.event_type) == (EventType.CHECKPOINT_STARTED, EventType.CHECKPOINT_SEALED)
+    assert sealed.at > started.at

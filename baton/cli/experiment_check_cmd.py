@@ -42,8 +42,10 @@ def register(app: typer.Typer) -> None:
         model_runs: int = typer.Option(MODEL_RUNS, "--model-runs", help="Runs of the model's workload."),
         kinds: str = typer.Option(",".join(FAULT_KINDS), "--kinds", help="Fault kinds, comma-separated."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
-        strategy: str = typer.Option("baton", "--strategy", help="baton, or a transcript-only control (naive, "
-                                     "competent): its live code in the simulation against its model"),
+        strategy: str = typer.Option("baton", "--strategy", help="baton, a transcript-only control (naive, "
+                                     "competent) or a baseline (restart, restart_last_step, retry_same_placement, "
+                                     "wait_same_pool, coarse_checkpoints, human_assisted): its real code in the "
+                                     "simulation against its model"),
         await_stalled: bool = typer.Option(False, "--await-stalled", help="run each world until its stalled workers "
                                            "woke and finished (a zombie's late acts judged too)"),
     ) -> None:

@@ -21,12 +21,13 @@ files (a run holding more than one effect for its one operation) and the simulat
 model by its target ledger and evidence source. The check reports where they agree (the safety
 verdicts) and how far the model's verified share is from the real code's.
 
-The same check runs for the transcript-only controls (`strategy="naive"` or `"competent"`): the
-simulated side is then the live control's own code (`baton.sim.control_world`), with each fault placed
-by a fault-free world of that control (its durable writes and its mutation), and the model side is the
-experiment's model of that control. For Baton the safety verdict is "both sides clean"; for a control
-it is "both sides say the same": a second effect on both sides or on neither, stale evidence on both
-or on neither.
+The same check runs for the transcript-only controls (`strategy="naive"` or `"competent"`) and the six
+baselines (`"restart"`, `"retry_same_placement"`, ...): the simulated side is then the control's own code
+(`baton.sim.control_world`) or Baton's world under the baseline's recovery policy
+(`baton.sim.baseline_world`), with each fault placed by a fault-free world of that strategy (its durable
+writes and its mutation), and the model side is the experiment's model of that strategy. For Baton the
+safety verdict is "both sides clean"; for any other strategy it is "both sides say the same": a second
+effect on both sides or on neither, stale evidence on both or on neither.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from baton.experiment.engine import run_strategy
 from baton.experiment.strategies import BY_ID
 from baton.experiment.workload import FAULT_KINDS, Parameters, generate
 from baton.models import RunKind
+from baton.sim.baseline_world import SIM_STRATEGIES
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.oracles import MUTATION_PATHS, effects_by_target
 from baton.sim.runner import invariants_of
@@ -54,8 +56,10 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 STALL_PAST_LEASE_S = "40.0"
 MOVE_REASONS = (ChaosReason.GPU_RECLAIMED, ChaosReason.REGION_CAPACITY_LOST, ChaosReason.PROVIDER_UNHEALTHY)
 MODEL_RUNS = 20_000
-SIMULATED_STRATEGIES = ("baton", "naive", "competent")
-"""The experiment's strategies the simulation runs as real code (`baton.sim.control_world` for the controls)."""
+SIMULATED_STRATEGIES = SIM_STRATEGIES
+"""The experiment's strategies the simulation runs as real code: Baton, the transcript-only controls
+(`baton.sim.control_world`) and the six baselines (`baton.sim.baseline_world`, Baton's world under each
+baseline's recovery policy)."""
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,7 @@ def check_model(seed: int = 7, runs: int = MODEL_RUNS, *, params: Parameters | N
 def check(worlds: int, *, seed: int = 7, model_runs: int = MODEL_RUNS, kinds: tuple[str, ...] = FAULT_KINDS,
           tick: Callable[[], None] | None = None, strategy: str = "baton", await_stalled: bool = False
           ) -> list[KindCheck]:
-    """Every fault kind on both sides, for `strategy`: `baton`, `naive` or `competent`."""
+    """Every fault kind on both sides, for `strategy` (one of `SIMULATED_STRATEGIES`)."""
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(FAULT_KINDS)}")

@@ -58,3 +58,14 @@ def test_the_command_prints_json_and_exits_zero_when_clean() -> None:
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["rows"]
     assert [row["kind"] for row in rows] == ["crash", "reply_lost"] and all(row["safety_agrees"] for row in rows)
+
+
+@pytest.mark.parametrize("strategy", ["restart", "retry_same_placement"])
+def test_a_baseline_s_model_is_checked_against_its_real_code(strategy: str) -> None:
+    """The baselines run in the simulation as Baton's world under their recovery policy; each fault lands there too."""
+    rows = check(2, model_runs=3000, kinds=("crash", "placement_lost"), strategy=strategy)
+    for row in rows:
+        assert row.strategy == strategy and row.sim.fired == row.sim.worlds == 2, row.as_dict()
+        assert row.model.runs > 0 and row.safety_agrees, row.as_dict()
+    with pytest.raises(ValueError, match="not 'meteor-shower'"):
+        check(1, strategy="meteor-shower")

@@ -591,6 +591,48 @@ def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
     return found
 
 
+def owner_rule_kept(records: SimRecords) -> list[str]:
+    """No target accepted a mutation of a run from an owner moved (reserved), by the operator's inventory and its
+    record of changes, onto a placement that breaks the rule the run's owner set before launching it (its own
+    record, `baton.sim.faults.OWNER_RULES_FILE`): another region or provider than the one it keeps the run to, out
+    of the trust domain its state was created in, without attested hardware, or without the data scope."""
+    from baton.sim.faults import INVENTORY_FILE, OWNER_RULES_FILE
+
+    rules_path, inventory_path = records.root / OWNER_RULES_FILE, records.root / INVENTORY_FILE
+    if not rules_path.exists() or not inventory_path.exists():
+        return []
+    rules, inventory = json.loads(rules_path.read_text()), json.loads(inventory_path.read_text())
+    changes = _operator_record(records)
+    found = []
+    for message in _applies(records):
+        placement, rule = records.senders.get(message.sender), rules.get(message.run_id)
+        if placement is None or not rule or not _accepted(message) or message.epoch is None:
+            continue
+        began = _decided(records, message.run_id, message.epoch)
+        if began is None:
+            continue
+        facts = {name: value for name, value in (inventory.get(placement) or {}).items()}
+        facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, began).items()})
+        said = (f"{message.target} accepted message {message.seq} of {message.run_id} from {placement} "
+                f"(epoch {message.epoch}, reserved t={began:.3f})")
+        for key in ("region", "provider"):
+            kept = rule.get(f"same_{key}")
+            if kept is not None and facts.get(key) != kept:
+                found.append(f"owner_rule: {said}, in {key} {facts.get(key)}; the owner keeps the run in {kept}")
+        domain = rule.get("trust_domain")
+        if domain is not None and [facts.get("region"), facts.get("provider")] != list(domain):
+            found.append(f"owner_rule: {said}, in ({facts.get('region')}, {facts.get('provider')}); the run's state "
+                         f"may not leave ({domain[0]}, {domain[1]})")
+        if rule.get("attested_hardware") and facts.get("hardware_attested") is not True:
+            found.append(f"owner_rule: {said}, which the operator lists as not hardware-attested; the owner "
+                         "requires attested hardware")
+        scope = rule.get("data_scope")
+        if scope is not None and scope not in (facts.get("data_scopes") or []):
+            found.append(f"owner_rule: {said}, which holds data scopes {facts.get('data_scopes') or []}; the owner "
+                         f"requires {scope}")
+    return found
+
+
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
     ("2 no stale epoch accepted", no_stale_epoch_accepted),
@@ -606,6 +648,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 no credential in portable state", no_secret_in_state),
     ("sec. 27 no effect hidden by a failed run", no_hidden_effect),
     ("sec. 27 no expired capability accepted", no_expired_capability_accepted),
+    ("sec. 27 the owner's rule kept", owner_rule_kept),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

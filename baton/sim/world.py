@@ -68,6 +68,8 @@ from baton.targets.webapp_state import Drafts, Sessions
 ENDED = ("verified", "failed", "escalated")
 LEASE_EXPIRED = "lease_expired"
 PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
+RULED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)
+"""The runs an `owner_rule` binds (the coding and browser runs keep their own launch; the fleet policy binds all)."""
 _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
 
@@ -271,9 +273,13 @@ class World:
         self.doc_queue: list[str] = []
         self.secret_queue: list[str] = []
         self.catalog_touched = False
+        self.policy_update: dict[str, Any] = {}
+        """The owner's change to the fleet policy (`owner_rule`: same region, same provider)."""
+        self.constraint_update: dict[str, Any] = {}
+        """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
         """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
-                       faults.PLANTED_FILE):
+                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -385,13 +391,49 @@ class World:
             runs.append((run_id, kind, placement, task_input))
         return runs
 
+    def owner_rules(self) -> tuple[str, ...]:
+        """The rules the runs' owner set before launching them (the schedule's `owner_rule` faults)."""
+        return tuple(sorted({f.arg for f in self.plan.faults if f.kind == faults.OWNER_RULE}))
+
+    def _declare_rules(self, rules: tuple[str, ...]) -> None:
+        """The owner's rules in force: the run constraints and fleet policy they set, the operator's inventory."""
+        for fault in self.plan.faults:
+            if fault.kind == faults.OWNER_RULE:
+                self.fired.append(fault)
+                self.sched.record(f"owner rule {fault.arg}")
+        self.policy_update = {**({"require_same_region": True} if "same_region" in rules else {}),
+                              **({"require_same_provider": True} if "same_provider" in rules else {})}
+        self.constraint_update = {
+            **({"contains_non_exportable_state": True} if {"non_exportable", "unsafe"} & set(rules) else {}),
+            **({"requires_hardware_attestation": True} if {"attested", "unsafe"} & set(rules) else {}),
+            **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
+        inventory = {p.name: {"region": p.region, "provider": p.provider, "hardware_attested": p.hardware_attested,
+                              "data_scopes": list(p.data_scopes)} for p in self.placements}
+        path = self.root / faults.INVENTORY_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(inventory, sort_keys=True))
+
+    def _owner_rule(self, rules: tuple[str, ...], placement: Placement) -> dict[str, Any]:
+        """One run's rule as its owner words it: values, not Baton's constraint record."""
+        return {**({"same_region": placement.region} if "same_region" in rules else {}),
+                **({"same_provider": placement.provider} if "same_provider" in rules else {}),
+                **({"trust_domain": [placement.region, placement.provider]}
+                   if {"non_exportable", "unsafe"} & set(rules) else {}),
+                **({"attested_hardware": True} if {"attested", "unsafe"} & set(rules) else {}),
+                **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
+
     def launch(self) -> None:
         needs: dict[str, dict[str, Any]] = {}
+        rules = self.owner_rules()
+        owner_rules: dict[str, dict[str, Any]] = {}
+        if rules:
+            self._declare_rules(rules)
         for run_id, kind, placement, task_input in self.workload():
             index = len(self.run_ids)
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
-                                                 portable_to_providers=catalog_faults.PROVIDERS)
+                                                 portable_to_providers=catalog_faults.PROVIDERS,
+                                                 **(self.constraint_update if kind in RULED_KINDS else {}))
             if kind is RunKind.BROWSER:
                 placement, task_input, authority = browser_world.browser_launch(self.root, run_id, index)
             if kind is RunKind.CODING and self.coding is not None:
@@ -401,6 +443,9 @@ class World:
                                task_input, authority, constraints=constraints)
             needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value)
             catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
+            if rules and kind in RULED_KINDS:
+                owner_rules[run_id] = self._owner_rule(rules, spec.placement)
+                (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
             self.launch_authority[run_id] = spec.authority
@@ -488,7 +533,7 @@ class World:
         coordinator_process = self.sched.process("coordinator")
         fences = self.fenced(coordinator_process)
         corpus = fences[1]
-        coordinator = build_coordinator(self.store, self.blobs, self.placements, fences, self._dispatch())
+        coordinator = self._coordinator(fences)
         tried: dict[str, float] = {}
         while not self.settled():
             for fault in self._take(self.handoff_queue):
@@ -506,6 +551,14 @@ class World:
                 self._handoff(coordinator, HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,
                                                           allow_same_placement=True))
             self.sched.sleep(self.config.poll_s)
+
+    def _coordinator(self, fences: tuple[Any, ...]) -> Any:
+        """The fleet's coordinator, under the fleet policy as the owner's rule changed it (the live matrix's
+        `FaultCase.handoff_policy` the same way)."""
+        coordinator = build_coordinator(self.store, self.blobs, self.placements, fences, self._dispatch())
+        if self.policy_update:
+            coordinator.policy = coordinator.policy.model_copy(update=self.policy_update)
+        return coordinator
 
     def _dispatch(self) -> DispatchSettings:
         """The fleet's coordinator settings in this world (it reads the store's catalog itself at each move)."""
@@ -529,8 +582,7 @@ class World:
         """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
         what changed."""
         target = self._catalog_change(fault)
-        self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements,
-                                                self.fenced(self.sched.process("operator")), self._dispatch()), target)
+        self._catalog_handoff(self._coordinator(self.fenced(self.sched.process("operator"))), target)
 
     def _catalog_change(self, fault: Fault) -> str:
         target = self._catalog_target()

@@ -42,3 +42,40 @@ def test_reconcile_before_retry_is_caught_within_the_first_seeds() -> None:
     summary = run_many(range(20), 5, ablate=("reconcile-before-retry",), kinds=BOTH, stop_at_first_failure=True)
     assert summary.failing, "no seed of the first 20 caught the ablation"
     assert "I4" in invariants_of(summary.failing[0])
+
+
+def test_the_sweep_goes_past_a_violating_seed_it_cannot_attribute() -> None:
+    """A violating seed whose shrunk schedule also fails with the protections on (or with only the companions off)
+    is no evidence for the ablation: the sweep counts it and goes on to the next violating seed."""
+    from baton.sim.runner import ablation_sweep
+
+    judged: list[int] = []
+
+    def judge(seed: int, plan: FaultPlan, off: tuple[str, ...], others: tuple[str, ...], *,
+              kinds: tuple[RunKind, ...]) -> dict[str, object]:
+        judged.append(seed)
+        assert off == ("reconcile-before-retry",) and others == ()
+        return {"first_seed": seed, "violations": ["I4"], "protected_ok": len(judged) > 1,
+                "companions_only_ok": True, "attributable": len(judged) > 1}
+
+    [result] = ablation_sweep(["reconcile-before-retry"], 40, 5, kinds=BOTH, judge=judge)
+    assert len(judged) == 2 and judged[0] < judged[1], judged
+    assert result["caught"] is True
+    assert result["skipped"] == 1 and result["skipped_seeds"] == [judged[0]]
+    assert result["first_seed"] == judged[1] and result["seeds_run"] == judged[1] + 1
+
+
+def test_the_sweep_reports_a_range_with_no_attributable_seed_as_uncaught() -> None:
+    from baton.sim.runner import ablation_sweep
+
+    judged: list[int] = []
+
+    def judge(seed: int, plan: FaultPlan, off: tuple[str, ...], others: tuple[str, ...], *,
+              kinds: tuple[RunKind, ...]) -> dict[str, object]:
+        judged.append(seed)
+        return {"first_seed": seed, "protected_ok": False, "attributable": False}
+
+    [result] = ablation_sweep(["reconcile-before-retry"], 20, 5, kinds=BOTH, judge=judge)
+    assert judged, "no seed of the first 20 violated"
+    assert result["caught"] is False and result["seeds_run"] == 20
+    assert result["skipped"] == len(judged) and result["skipped_seeds"] == judged

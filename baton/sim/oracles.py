@@ -415,6 +415,68 @@ def no_stale_observation_used(records: SimRecords) -> list[str]:
     return found
 
 
+_ENVIRONMENT = ("region", "provider", "runtime_image", "tool_versions")
+"""The facts of a placement's environment identity in the operator's inventory and its record of changes."""
+
+
+def _environment(records: SimRecords, inventory: dict[str, Any], changes: list[tuple[float, dict[str, Any]]],
+                 placement: str, at: float) -> tuple[str, ...]:
+    facts = dict(inventory.get(placement) or {})
+    facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, at).items()})
+    return tuple(json.dumps(facts.get(name), sort_keys=True) for name in _ENVIRONMENT)
+
+
+def revalidated_after_environment_change(records: SimRecords) -> list[str]:
+    """A publication made from an environment other than the one its quoted document version was read in (by the
+    operator's inventory and record of changes: another region, provider, runtime image or tool versions) quotes
+    no version that was superseded when it was published, unless that environment read the document since the
+    run was reserved there (a run moved to another environment revalidates its observations, sec. 6).
+
+    Read from outside: the corpus's version history, its publications, the network's log of document reads (who
+    read which document when), the lease rows' history and the operator's own inventory."""
+    from baton.sim.faults import INVENTORY_FILE
+
+    history = _document_history(records.root / "corpus" / "documents.json")
+    inventory_path = records.root / INVENTORY_FILE
+    if not history or not inventory_path.exists():
+        return []
+    inventory = json.loads(inventory_path.read_text())
+    changes = _operator_record(records)
+    publications = {m.operation_id: m for m in _applies(records) if m.target == "corpus" and _accepted(m)}
+    reads: defaultdict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for message in records.network.messages:
+        if message.target == "corpus" and message.method == "GET" and message.path.startswith("/documents/"):
+            reads[message.path.rsplit("/", 1)[-1]] += [(d[0], records.senders.get(message.sender, ""), message.run_id)
+                                                       for d in message.deliveries if d[1] == 200]
+    found = []
+    for effect in effects_by_target(records)["corpus"]:
+        message = publications.get(str(effect.get("operation_id")))
+        if message is None or message.epoch is None:
+            continue
+        at, placement, run_id = _accepted(message)[0][0], records.senders.get(message.sender), message.run_id
+        began = _decided(records, run_id, message.epoch)
+        if placement is None or began is None:
+            continue
+        here = _environment(records, inventory, changes, placement, began)
+        report = str(effect.get("report", "")).lower()
+        for doc_id, versions in history.items():
+            quoted = {v for v, _since, text in versions if _claim(text) in report}
+            if not quoted or _version_at(versions, at) in quoted:
+                continue
+            mine = [(r, where) for r, where, reader in reads.get(doc_id, []) if reader in ("", run_id)]
+            if any(where == placement and r >= began for r, where in mine):
+                continue  # read again here since the move: the freshness oracle (I9) judges it
+            elsewhere = [(r, where) for r, where in mine if r <= began and _version_at(versions, r) in quoted
+                         and _environment(records, inventory, changes, where, r) != here]
+            if elsewhere:
+                r, where = elsewhere[-1]
+                found.append(f"environment: {run_id} published v{sorted(quoted)} of {doc_id} at t={at:.3f} from "
+                             f"{placement} (epoch {message.epoch}, reserved t={began:.3f}), v{_version_at(versions, at)} "
+                             f"current; it was read on {where} at t={r:.3f}, another environment, and not again since "
+                             "the move")
+    return found
+
+
 def _document_history(path: Path) -> dict[str, list[tuple[int, float, str]]]:
     """doc id -> [(version, virtual time it became current, text)]; the initial version is current from the start."""
     if not path.exists():
@@ -649,6 +711,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 no effect hidden by a failed run", no_hidden_effect),
     ("sec. 27 no expired capability accepted", no_expired_capability_accepted),
     ("sec. 27 the owner's rule kept", owner_rule_kept),
+    ("sec. 27 observations revalidated after an environment change", revalidated_after_environment_change),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 from baton.models import RunKind
+from baton.sim.catalog_faults import CATALOG_CHANGE, RETIRED
 from baton.sim.faults import OWNER_RULE, OWNER_RULES, WRITE_KINDS, Fault, FaultPlan, generate
 from baton.sim.sec27_plans import PLANS, Sec27Plan
 
@@ -21,6 +22,10 @@ SCENARIO_SHARE = 0.5
 """The share of seeds that add a named scenario to their random faults."""
 OWNER_RULE_SHARE = 0.25
 """The share of seeds whose runs' owner set a rule (`baton.sim.faults.OWNER_RULES`) before launching them."""
+PROVIDER_SHARE = 0.2
+"""The share of seeds in which, on its own stream, the provider retires the runs' release (model-v7) mid-run."""
+PROVIDER_SPAN = 24
+"""The writes such a change falls among (a deploy run makes about 20)."""
 SCALES = (0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 """By how much a scenario's write counts are multiplied in a world of several runs."""
 
@@ -51,13 +56,23 @@ def draw_owner_rule(seed: int) -> Fault | None:
     return Fault(OWNER_RULE, 0, rng.choice(OWNER_RULES))
 
 
+def draw_retirement(seed: int) -> Fault | None:
+    """The provider retiring the runs' release (`catalog_faults.RETIRED`) in seed `seed`'s world, or None (its own
+    stream)."""
+    rng = random.Random(f"retire:{seed}")
+    if rng.random() >= PROVIDER_SHARE:
+        return None
+    return Fault(CATALOG_CHANGE, rng.randint(1, PROVIDER_SPAN), RETIRED)
+
+
 def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
     """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any, and the
-    owner's rule it draws, if any (neither when `count` is 0: a fault-free world stays fault-free)."""
+    owner's rule and the provider's release retirement it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
     plan = generate(seed, count)
     scenario = draw_scenario(seed, kinds) if count > 0 else None
     rule = draw_owner_rule(seed) if count > 0 else None
-    extra = (*(scenario[1] if scenario is not None else ()), *((rule,) if rule is not None else ()))
+    retired = draw_retirement(seed) if count > 0 else None
+    extra = (*(scenario[1] if scenario is not None else ()), *(f for f in (rule, retired) if f is not None))
     if not extra:
         return plan
     return FaultPlan(tuple(sorted((*plan.faults, *extra), key=lambda f: (f.at, f.kind, f.arg))))

@@ -407,11 +407,6 @@ class World:
             **({"contains_non_exportable_state": True} if {"non_exportable", "unsafe"} & set(rules) else {}),
             **({"requires_hardware_attestation": True} if {"attested", "unsafe"} & set(rules) else {}),
             **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
-        inventory = {p.name: {"region": p.region, "provider": p.provider, "hardware_attested": p.hardware_attested,
-                              "data_scopes": list(p.data_scopes)} for p in self.placements}
-        path = self.root / faults.INVENTORY_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(inventory, sort_keys=True))
 
     def _owner_rule(self, rules: tuple[str, ...], placement: Placement) -> dict[str, Any]:
         """One run's rule as its owner words it: values, not Baton's constraint record."""
@@ -422,8 +417,18 @@ class World:
                 **({"attested_hardware": True} if {"attested", "unsafe"} & set(rules) else {}),
                 **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
 
+    def write_inventory(self) -> None:
+        """The operator's own inventory of the world's placements (what it seeded the catalog from), before launch."""
+        inventory = {p.name: {"region": p.region, "provider": p.provider, "hardware_attested": p.hardware_attested,
+                              "data_scopes": list(p.data_scopes), "runtime_image": p.environment.runtime_image,
+                              "tool_versions": dict(p.environment.tool_versions)} for p in self.placements}
+        path = self.root / faults.INVENTORY_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(inventory, sort_keys=True))
+
     def launch(self) -> None:
         needs: dict[str, dict[str, Any]] = {}
+        self.write_inventory()
         rules = self.owner_rules()
         owner_rules: dict[str, dict[str, Any]] = {}
         if rules:

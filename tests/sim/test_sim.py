@@ -136,7 +136,10 @@ def test_a_run_whose_side_effect_committed_escalates_rather_than_fails() -> None
     """Seed 1544: the deployment commits (201), then every read of the postcondition is lost (two dropped, one
     delayed 40 s). "Failed" would hide what the deploy service holds (oracle `hidden`, found at this seed by the
     10,000-seed run of stop 29); the executor escalates instead."""
-    outcome = run_seed(1544, 5)
+    plan = FaultPlan.from_json('[{"arg": "", "at": 2, "kind": "duplicate"}, {"arg": "", "at": 4, "kind": "drop_request"}, '
+                               '{"arg": "", "at": 5, "kind": "drop_request"}, {"arg": "40.0", "at": 6, "kind": "delay"}, '
+                               '{"arg": "placement_left_region", "at": 10, "kind": "catalog_change"}]')
+    outcome = run_seed(1544, 0, plan=plan)  # the seed's schedule before stop 30 added the owner's and provider's draws
     assert outcome.statuses == {"sim1544-deploy-0": "escalated"}, outcome.statuses
     assert outcome.ok, outcome.violations
 

@@ -40,7 +40,8 @@ owner does: keep the run in the region (`same_region`) or with the provider (`sa
 was launched on (the fleet's handoff policy then sets `require_same_region` / `require_same_provider`, as the live
 matrix's `FaultCase.handoff_policy`), or the run's portability constraints: state that may not leave the trust
 domain it was created in (`non_exportable`), attested hardware (`attested`), a data scope (`data_scope`), or both
-of the first two (`unsafe`). The owner writes the rule in its own words (`OWNER_RULES_FILE`) and the operator its
+of the first two (`unsafe`); or (`approval_lapsed`, drawn apart from the owner's rules) its only approval of the
+v7 -> v8 migration the fleet policy allows ran out before launch (`APPROVALS_FILE`). The owner writes the rule in its own words (`OWNER_RULES_FILE`) and the operator its
 inventory of placements (`INVENTORY_FILE`) before the runs start; the oracle (`baton.sim.oracles.owner_rule_kept`)
 reads the targets' own logs against those. It is never drawn by `generate` (`DRAWN_KINDS` keeps its draws): the
 swarm mix (`baton.sim.scenarios.mixed`) adds one to a share of seeds from its own stream.
@@ -62,6 +63,11 @@ DOC_SECRET = "doc_secret"
 HOLD = "hold"
 OWNER_RULE = "owner_rule"
 OWNER_RULES: tuple[str, ...] = ("same_region", "same_provider", "non_exportable", "attested", "data_scope", "unsafe")
+APPROVAL_LAPSED = "approval_lapsed"
+"""The fleet policy allows the v7 -> v8 migration, but the owner's only approval of it has expired (drawn on its own
+stream, `baton.sim.scenarios.draw_lapsed_approval`)."""
+APPROVALS_FILE = "owner/approvals.json"
+"""The owner's record: the release its runs are pinned to and the migrations off it it approved, with expiries."""
 OWNER_RULES_FILE = "owner/rules.json"
 """run id -> the rule its owner set, in the owner's words (region, provider, trust domain, attestation, scope)."""
 INVENTORY_FILE = "operator/inventory.json"

@@ -695,6 +695,32 @@ def owner_rule_kept(records: SimRecords) -> list[str]:
     return found
 
 
+def migration_approved(records: SimRecords) -> list[str]:
+    """The provider served no model call of a run on another release than the one its owner pinned it to, unless
+    an approval in the owner's own record of a migration from the pinned release to that one was in force then
+    (the provider's bill against the owner's record, `baton.sim.faults.APPROVALS_FILE`)."""
+    from baton.sim.catalog_faults import BILL_FILE
+    from baton.sim.faults import APPROVALS_FILE
+
+    path = records.root / APPROVALS_FILE
+    if not path.exists():
+        return []
+    owner = json.loads(path.read_text())
+    pinned, approvals = str(owner.get("pinned_release")), list(owner.get("approvals") or [])
+    found = []
+    for line in _lines(records.root / BILL_FILE):
+        release, at = str(line.get("release_id", "")), dt.datetime.fromisoformat(str(line["at"]))
+        if line.get("account") not in records.run_ids or not release or release == pinned:
+            continue
+        if any(a.get("from_release_id") == pinned and a.get("to_release_id") == release
+               and at < dt.datetime.fromisoformat(str(a.get("expires_at"))) for a in approvals):
+            continue
+        found.append(f"unapproved_migration: the provider served {line.get('account')} a call on release "
+                     f"{release[:19]} at {line['at']}; its owner pinned {pinned[:19]} and approved no migration "
+                     f"then in force (approvals expiring {[a.get('expires_at') for a in approvals]})")
+    return found
+
+
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
     ("2 no stale epoch accepted", no_stale_epoch_accepted),
@@ -712,6 +738,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 no expired capability accepted", no_expired_capability_accepted),
     ("sec. 27 the owner's rule kept", owner_rule_kept),
     ("sec. 27 observations revalidated after an environment change", revalidated_after_environment_change),
+    ("sec. 27 no migration without the owner's approval", migration_approved),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

@@ -15,6 +15,7 @@ processes (actors that crash, stall and skew), and randomness (a seeded
 from __future__ import annotations
 
 import atexit
+import datetime as dt
 import contextlib
 import json
 import itertools
@@ -35,6 +36,7 @@ from baton.ablation import ablation_env
 from baton.authority import AuthorityService
 from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosReason, affected_placements, preferred_targets
+from baton.compat import MigrationApproval
 from baton.gateway import MutationGateway
 from baton.handoff.coordinator import HandoffRequest, reserved_owner
 from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
@@ -68,6 +70,11 @@ from baton.targets.webapp_state import Drafts, Sessions
 ENDED = ("verified", "failed", "escalated")
 LEASE_EXPIRED = "lease_expired"
 PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
+LAPSED_APPROVAL = MigrationApproval(
+    approval_id="release-board-model-v8-2026q1", from_release_id=RELEASES["model-v7"].release_id,
+    to_release_id=RELEASES["model-v8"].release_id, approved_by="release-board",
+    expires_at=dt.datetime(2025, 12, 1, tzinfo=dt.timezone.utc))
+"""The owner's only approval of the v7 -> v8 migration under `approval_lapsed`: it ran out before any world starts."""
 RULED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)
 """The runs an `owner_rule` binds (the coding and browser runs keep their own launch; the fleet policy binds all)."""
 _SHM = Path("/dev/shm")
@@ -143,6 +150,11 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarde
         if isinstance(part, MutationLog):
             part.close()  # its directory lock, which this world's app takes
     cached = _APP_CACHE.get((name, data_dir, guarded))
+    # Empty the directory in either case: a world of the other strategy kind (or an earlier process of the same
+    # pid) may have left its records there, and an app built afresh would read them as its own.
+    for entry in data_dir.iterdir() if data_dir.is_dir() else ():
+        if entry.name != ".lock":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if cached is None:
         app = factory(data_dir)
         parts = _stateful_parts(app)
@@ -150,9 +162,6 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarde
             _APP_CACHE[(name, data_dir, guarded)] = (app, parts)
         return app
     app, parts = cached
-    for entry in data_dir.iterdir():
-        if entry.name != ".lock":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for part in parts:
         _reset(part)
     return app
@@ -279,7 +288,7 @@ class World:
         """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
         """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
-                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE):
+                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -402,7 +411,13 @@ class World:
                 self.fired.append(fault)
                 self.sched.record(f"owner rule {fault.arg}")
         self.policy_update = {**({"require_same_region": True} if "same_region" in rules else {}),
-                              **({"require_same_provider": True} if "same_provider" in rules else {})}
+                              **({"require_same_provider": True} if "same_provider" in rules else {}),
+                              **({"approvals": (LAPSED_APPROVAL,)} if faults.APPROVAL_LAPSED in rules else {})}
+        if faults.APPROVAL_LAPSED in rules:  # the owner's record, in its own words, before launch
+            path = self.root / faults.APPROVALS_FILE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"pinned_release": RELEASES["model-v7"].release_id,
+                                        "approvals": [LAPSED_APPROVAL.model_dump(mode="json")]}, sort_keys=True))
         self.constraint_update = {
             **({"contains_non_exportable_state": True} if {"non_exportable", "unsafe"} & set(rules) else {}),
             **({"requires_hardware_attestation": True} if {"attested", "unsafe"} & set(rules) else {}),

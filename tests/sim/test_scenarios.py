@@ -7,7 +7,7 @@ import pytest
 from baton.models import RunKind
 from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, OWNER_RULE, OWNER_RULES, Fault, FaultPlan, generate
 from baton.sim.runner import config_for, run_seed
-from baton.sim.scenarios import draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for
+from baton.sim.scenarios import draw_lapsed_approval, draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for
 from baton.sim.sec27_plans import PLANS
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
@@ -20,8 +20,8 @@ def test_the_draw_is_the_same_for_the_same_seed_and_keeps_the_random_faults() ->
         assert set(generate(seed, 5).faults) <= set(plan.faults)
         scenario = draw_scenario(seed, BOTH)
         added = len(scenario[1]) if scenario else 0
-        rule, retired = draw_owner_rule(seed), draw_retirement(seed)
-        assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None)
+        rule, retired, lapsed = draw_owner_rule(seed), draw_retirement(seed), draw_lapsed_approval(seed)
+        assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None) + (lapsed is not None)
         assert rule is None or rule in plan.faults
         assert retired is None or retired in plan.faults
 

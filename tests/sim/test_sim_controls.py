@@ -15,6 +15,7 @@ from baton.models import RunKind
 from baton.sim import control_world
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.runner import config_for, invariants_of, run_seed
+from baton.sim.scenarios import draw_lapsed_approval, draw_owner_rule, draw_retirement, mixed
 from baton.sim.world import ENDED, run_world
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
@@ -182,7 +183,10 @@ def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> Non
     accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
     control carries its budget and retries; Baton accounts both, on the same seeds."""
     for seed, expected in ((25, {"bill", "hidden"}), (2, {"bill"}), (4, {"hidden"})):
-        naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
+        drawn = mixed(seed, 5, BOTH)  # the seed's schedule before stop 30 added the owner's and provider's draws
+        extra = {draw_owner_rule(seed), draw_retirement(seed), draw_lapsed_approval(seed)}
+        plan = FaultPlan(tuple(f for f in drawn.faults if f not in extra))
+        naive, competent, baton = (_run(seed, s, plan=plan) for s in ("naive", "competent", "baton"))
         seen = {f.split(":", 1)[0] for f in [*naive.findings, *naive.violations]} & {"bill", "hidden"}
         assert seen == expected, (naive.findings, naive.violations)
         assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)

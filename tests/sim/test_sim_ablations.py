@@ -92,6 +92,8 @@ STOP30 = {
         '[{"arg": "unsafe", "at": 0, "kind": "owner_rule"}]'),
     'gate:data_scope_unavailable': (197, (), 'owner_rule',
         '[{"arg": "data_scope", "at": 0, "kind": "owner_rule"}]'),
+    'gate:behavioral_migration_unapproved': (2, (), 'withdrawn_release',
+        '[{"arg": "approval_lapsed", "at": 0, "kind": "owner_rule"}, {"arg": "older_release_retired", "at": 17, "kind": "catalog_change"}]'),
     'gate:environment_changed': (3, ('resume-environment-check',), 'environment',
         '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}, {"arg": "after", "at": 5, "kind": "crash"}, {"arg": "leases", "at": 22, "kind": "doc_change"}]'),
     'resume-environment-check': (3, ('gate:environment_changed',), 'environment',

@@ -214,7 +214,9 @@ def record_bill(account: str, model: str, input_tokens: int, output_tokens: int,
     path = os.environ.get(BILL_ENV)
     if not path:
         return
-    line = json.dumps({"at": clock.now().isoformat(), "account": account, "model": model,
+    shared = getattr(clock.current(), "db_now", None)  # the provider's clock, not a skewed caller's (simulation)
+    at = shared() if shared is not None else clock.now()
+    line = json.dumps({"at": at.isoformat(), "account": account, "model": model,
                        "release_id": release_id, "input_tokens": input_tokens, "output_tokens": output_tokens,
                        "usd": str(usd)},
                       sort_keys=True) + "\n"

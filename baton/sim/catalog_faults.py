@@ -23,6 +23,12 @@ of what each run needs, the provider's bill and the targets' own logs.
 | ceiling_lowered      | its authority ceiling lowered to SANDBOX_MUTATE (its standing worker unaware) |
 | environment_changed  | its tool versions changed                                                     |
 | runtime_changed      | its runtime image changed                                                     |
+| older_release_retired| the runs' release (v7) withdrawn; v8, which the fleet policy approves, stays  |
+
+`older_release_retired` is not among the sub-kinds `baton.sim.faults.generate` draws (`SUBKINDS`: adding one would
+move every seed's catalog draws); the swarm mix adds it to a share of seeds from its own stream
+(`baton.sim.scenarios.draw_retirement`). The runs must then move to model-v8, a behavioral migration the fleet
+policy allows and approves: the candidate and its evidence made again under v8 before any mutation.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from baton.catalog.changes import publish_release, update_placement, withdraw_release
+from baton.catalog.changes import current_releases, publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
 from baton.models import Placement
@@ -44,6 +50,9 @@ SUBKINDS: tuple[str, ...] = (
     "release_withdrawn", "placement_left_region", "provider_changed", "schema_lost", "verifier_lost",
     "tools_lost", "ceiling_lowered", "environment_changed", "runtime_changed",
 )
+RETIRED = "older_release_retired"
+KNOWN: tuple[str, ...] = (*SUBKINDS, RETIRED)
+"""Every catalog change `apply_catalog_change` makes (the drawn ones and the retirement)."""
 OPERATOR_FILE = "operator/catalog.jsonl"
 """The operator's and the provider's own record of every change, written before the catalog call."""
 OWNER_FILE = "owner/runs.json"
@@ -93,7 +102,7 @@ def _facts(subkind: str, placement: Placement) -> dict[str, Any]:
         return {"tool_versions": {tool: f"{version}.1" for tool, version in placement.environment.tool_versions.items()}}
     if subkind == "runtime_changed":
         return {"runtime_image": f"{placement.environment.runtime_image}+rebuilt"}
-    raise ValueError(f"unknown catalog change {subkind!r}; known: {', '.join(SUBKINDS)}")
+    raise ValueError(f"unknown catalog change {subkind!r}; known: {', '.join(KNOWN)}")
 
 
 def _record(root: Path, line: dict[str, Any]) -> None:
@@ -108,13 +117,22 @@ def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, a
     """Make `subkind` happen to `placement`: the operator's (provider's) record first, then the catalog call."""
     current = hosted_placements(store, DEFAULT_PLACEMENTS, list(names))[placement]
     if subkind == "release_withdrawn":
+        published = {r.release_id for r in current_releases(store) if r.published}
+        gone = [name for name in WITHDRAWN if RELEASES[name].release_id in published]  # one retired already stays so
         _record(root, {"at": at_iso, "subkind": subkind,
-                       "withdrawn": [RELEASES[name].release_id for name in WITHDRAWN],
+                       "withdrawn": [RELEASES[name].release_id for name in gone],
                        "published": {ALIAS_NAME: ALIAS.release_id}, "placement": placement})
-        for name in WITHDRAWN:
+        for name in gone:
             withdraw_release(store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
         publish_release(store, ALIAS, name=ALIAS_NAME, placements=[placement], actor="provider")
         return f"withdrew {list(WITHDRAWN)}, published {ALIAS_NAME} on {placement}"
+    if subkind == RETIRED:
+        older = RELEASES["model-v7"].release_id
+        if older not in {r.release_id for r in current_releases(store) if r.published}:
+            raise ValueError("model-v7 is withdrawn already")  # refused before the record: nothing changes
+        _record(root, {"at": at_iso, "subkind": subkind, "withdrawn": [older], "placement": placement})
+        withdraw_release(store, older, actor="provider", reason="older release retired mid-run")
+        return "withdrew ['model-v7']"
     facts = _facts(subkind, current)
     _record(root, {"at": at_iso, "subkind": subkind, "placement": placement, "facts": facts})
     update_placement(store, placement, actor="operator", reason=f"{subkind} mid-run", **facts)

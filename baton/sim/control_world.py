@@ -190,6 +190,7 @@ class ControlWorld(World):
     # -- launching: the runs `World.launch` would launch -----------------------------------------------------
 
     def launch(self) -> None:
+        self.skipped.extend(f for f in self.plan.faults if f.kind == "owner_rule")  # no gate, no policy to set
         for run_id, kind, placement, task_input in self.workload():
             task = {"kind": kind.value, **task_input}
             self.transcripts[run_id] = [seal(new_transcript(run_id, task, {"model_calls": None}, self.mode), self.mode)]

@@ -17,6 +17,7 @@ the same thing whenever it is replayed (and after shrinking):
 | doc_secret      | the n-th store write by a worker      | the corpus document that gets a credential |
 | hold            | the n-th store write by a worker      | seconds that one worker waits there, its heartbeat going on |
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
+| owner_rule      | - (0: in force from the launch)       | the run owner's rule (`OWNER_RULES`)|
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
 claim_operation`, at 1: the first claim of a side effect in the world, wherever other runs' writes fall).
@@ -33,6 +34,17 @@ matrix's hold at a fault point), so what it holds (a capability, an approval) ca
 release withdrawn, a placement re-homed, moved to another provider, losing a
 schema, verifier or tool contract, its ceiling lowered, its environment or
 runtime changed) and asks to move them onto what changed.
+
+`owner_rule` is not an event but a standing rule the runs' owner set before launching them, as a deployment's run
+owner does: keep the run in the region (`same_region`) or with the provider (`same_provider`) of the placement it
+was launched on (the fleet's handoff policy then sets `require_same_region` / `require_same_provider`, as the live
+matrix's `FaultCase.handoff_policy`), or the run's portability constraints: state that may not leave the trust
+domain it was created in (`non_exportable`), attested hardware (`attested`), a data scope (`data_scope`), or both
+of the first two (`unsafe`); or (`approval_lapsed`, drawn apart from the owner's rules) its only approval of the
+v7 -> v8 migration the fleet policy allows ran out before launch (`APPROVALS_FILE`). The owner writes the rule in its own words (`OWNER_RULES_FILE`) and the operator its
+inventory of placements (`INVENTORY_FILE`) before the runs start; the oracle (`baton.sim.oracles.owner_rule_kept`)
+reads the targets' own logs against those. It is never drawn by `generate` (`DRAWN_KINDS` keeps its draws): the
+swarm mix (`baton.sim.scenarios.mixed`) adds one to a share of seeds from its own stream.
 """
 
 from __future__ import annotations
@@ -49,10 +61,23 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
 DOC_SECRET = "doc_secret"
 HOLD = "hold"
+OWNER_RULE = "owner_rule"
+OWNER_RULES: tuple[str, ...] = ("same_region", "same_provider", "non_exportable", "attested", "data_scope", "unsafe")
+APPROVAL_LAPSED = "approval_lapsed"
+"""The fleet policy allows the v7 -> v8 migration, but the owner's only approval of it has expired (drawn on its own
+stream, `baton.sim.scenarios.draw_lapsed_approval`)."""
+APPROVALS_FILE = "owner/approvals.json"
+"""The owner's record: the release its runs are pinned to and the migrations off it it approved, with expiries."""
+OWNER_RULES_FILE = "owner/rules.json"
+"""run id -> the rule its owner set, in the owner's words (region, provider, trust domain, attestation, scope)."""
+INVENTORY_FILE = "operator/inventory.json"
+"""The operator's own inventory of its placements (what it seeded the catalog from), written before the runs start."""
+DATA_SCOPE = "eu-customer-records"
+"""The data scope a `data_scope` owner requires (no placement of the default catalog holds it)."""
 WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD)
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
-KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD)
+KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE)
 PLANTED_KEY = "AKIAZ7BATONSIMULATE1"
 """The credential `doc_secret` plants: AWS access-key form, 'AKIA' and 16 of [0-9A-Z]."""
 PLANTED_FILE = "planted-secrets.json"

@@ -415,6 +415,68 @@ def no_stale_observation_used(records: SimRecords) -> list[str]:
     return found
 
 
+_ENVIRONMENT = ("region", "provider", "runtime_image", "tool_versions")
+"""The facts of a placement's environment identity in the operator's inventory and its record of changes."""
+
+
+def _environment(records: SimRecords, inventory: dict[str, Any], changes: list[tuple[float, dict[str, Any]]],
+                 placement: str, at: float) -> tuple[str, ...]:
+    facts = dict(inventory.get(placement) or {})
+    facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, at).items()})
+    return tuple(json.dumps(facts.get(name), sort_keys=True) for name in _ENVIRONMENT)
+
+
+def revalidated_after_environment_change(records: SimRecords) -> list[str]:
+    """A publication made from an environment other than the one its quoted document version was read in (by the
+    operator's inventory and record of changes: another region, provider, runtime image or tool versions) quotes
+    no version that was superseded when it was published, unless that environment read the document since the
+    run was reserved there (a run moved to another environment revalidates its observations, sec. 6).
+
+    Read from outside: the corpus's version history, its publications, the network's log of document reads (who
+    read which document when), the lease rows' history and the operator's own inventory."""
+    from baton.sim.faults import INVENTORY_FILE
+
+    history = _document_history(records.root / "corpus" / "documents.json")
+    inventory_path = records.root / INVENTORY_FILE
+    if not history or not inventory_path.exists():
+        return []
+    inventory = json.loads(inventory_path.read_text())
+    changes = _operator_record(records)
+    publications = {m.operation_id: m for m in _applies(records) if m.target == "corpus" and _accepted(m)}
+    reads: defaultdict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for message in records.network.messages:
+        if message.target == "corpus" and message.method == "GET" and message.path.startswith("/documents/"):
+            reads[message.path.rsplit("/", 1)[-1]] += [(d[0], records.senders.get(message.sender, ""), message.run_id)
+                                                       for d in message.deliveries if d[1] == 200]
+    found = []
+    for effect in effects_by_target(records)["corpus"]:
+        message = publications.get(str(effect.get("operation_id")))
+        if message is None or message.epoch is None:
+            continue
+        at, placement, run_id = _accepted(message)[0][0], records.senders.get(message.sender), message.run_id
+        began = _decided(records, run_id, message.epoch)
+        if placement is None or began is None:
+            continue
+        here = _environment(records, inventory, changes, placement, began)
+        report = str(effect.get("report", "")).lower()
+        for doc_id, versions in history.items():
+            quoted = {v for v, _since, text in versions if _claim(text) in report}
+            if not quoted or _version_at(versions, at) in quoted:
+                continue
+            mine = [(r, where) for r, where, reader in reads.get(doc_id, []) if reader in ("", run_id)]
+            if any(where == placement and r >= began for r, where in mine):
+                continue  # read again here since the move: the freshness oracle (I9) judges it
+            elsewhere = [(r, where) for r, where in mine if r <= began and _version_at(versions, r) in quoted
+                         and _environment(records, inventory, changes, where, r) != here]
+            if elsewhere:
+                r, where = elsewhere[-1]
+                found.append(f"environment: {run_id} published v{sorted(quoted)} of {doc_id} at t={at:.3f} from "
+                             f"{placement} (epoch {message.epoch}, reserved t={began:.3f}), v{_version_at(versions, at)} "
+                             f"current; it was read on {where} at t={r:.3f}, another environment, and not again since "
+                             "the move")
+    return found
+
+
 def _document_history(path: Path) -> dict[str, list[tuple[int, float, str]]]:
     """doc id -> [(version, virtual time it became current, text)]; the initial version is current from the start."""
     if not path.exists():
@@ -591,6 +653,74 @@ def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
     return found
 
 
+def owner_rule_kept(records: SimRecords) -> list[str]:
+    """No target accepted a mutation of a run from an owner moved (reserved), by the operator's inventory and its
+    record of changes, onto a placement that breaks the rule the run's owner set before launching it (its own
+    record, `baton.sim.faults.OWNER_RULES_FILE`): another region or provider than the one it keeps the run to, out
+    of the trust domain its state was created in, without attested hardware, or without the data scope."""
+    from baton.sim.faults import INVENTORY_FILE, OWNER_RULES_FILE
+
+    rules_path, inventory_path = records.root / OWNER_RULES_FILE, records.root / INVENTORY_FILE
+    if not rules_path.exists() or not inventory_path.exists():
+        return []
+    rules, inventory = json.loads(rules_path.read_text()), json.loads(inventory_path.read_text())
+    changes = _operator_record(records)
+    found = []
+    for message in _applies(records):
+        placement, rule = records.senders.get(message.sender), rules.get(message.run_id)
+        if placement is None or not rule or not _accepted(message) or message.epoch is None:
+            continue
+        began = _decided(records, message.run_id, message.epoch)
+        if began is None:
+            continue
+        facts = {name: value for name, value in (inventory.get(placement) or {}).items()}
+        facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, began).items()})
+        said = (f"{message.target} accepted message {message.seq} of {message.run_id} from {placement} "
+                f"(epoch {message.epoch}, reserved t={began:.3f})")
+        for key in ("region", "provider"):
+            kept = rule.get(f"same_{key}")
+            if kept is not None and facts.get(key) != kept:
+                found.append(f"owner_rule: {said}, in {key} {facts.get(key)}; the owner keeps the run in {kept}")
+        domain = rule.get("trust_domain")
+        if domain is not None and [facts.get("region"), facts.get("provider")] != list(domain):
+            found.append(f"owner_rule: {said}, in ({facts.get('region')}, {facts.get('provider')}); the run's state "
+                         f"may not leave ({domain[0]}, {domain[1]})")
+        if rule.get("attested_hardware") and facts.get("hardware_attested") is not True:
+            found.append(f"owner_rule: {said}, which the operator lists as not hardware-attested; the owner "
+                         "requires attested hardware")
+        scope = rule.get("data_scope")
+        if scope is not None and scope not in (facts.get("data_scopes") or []):
+            found.append(f"owner_rule: {said}, which holds data scopes {facts.get('data_scopes') or []}; the owner "
+                         f"requires {scope}")
+    return found
+
+
+def migration_approved(records: SimRecords) -> list[str]:
+    """The provider served no model call of a run on another release than the one its owner pinned it to, unless
+    an approval in the owner's own record of a migration from the pinned release to that one was in force then
+    (the provider's bill against the owner's record, `baton.sim.faults.APPROVALS_FILE`)."""
+    from baton.sim.catalog_faults import BILL_FILE
+    from baton.sim.faults import APPROVALS_FILE
+
+    path = records.root / APPROVALS_FILE
+    if not path.exists():
+        return []
+    owner = json.loads(path.read_text())
+    pinned, approvals = str(owner.get("pinned_release")), list(owner.get("approvals") or [])
+    found = []
+    for line in _lines(records.root / BILL_FILE):
+        release, at = str(line.get("release_id", "")), dt.datetime.fromisoformat(str(line["at"]))
+        if line.get("account") not in records.run_ids or not release or release == pinned:
+            continue
+        if any(a.get("from_release_id") == pinned and a.get("to_release_id") == release
+               and at < dt.datetime.fromisoformat(str(a.get("expires_at"))) for a in approvals):
+            continue
+        found.append(f"unapproved_migration: the provider served {line.get('account')} a call on release "
+                     f"{release[:19]} at {line['at']}; its owner pinned {pinned[:19]} and approved no migration "
+                     f"then in force (approvals expiring {[a.get('expires_at') for a in approvals]})")
+    return found
+
+
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
     ("2 no stale epoch accepted", no_stale_epoch_accepted),
@@ -606,6 +736,9 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 no credential in portable state", no_secret_in_state),
     ("sec. 27 no effect hidden by a failed run", no_hidden_effect),
     ("sec. 27 no expired capability accepted", no_expired_capability_accepted),
+    ("sec. 27 the owner's rule kept", owner_rule_kept),
+    ("sec. 27 observations revalidated after an environment change", revalidated_after_environment_change),
+    ("sec. 27 no migration without the owner's approval", migration_approved),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )

@@ -162,46 +162,74 @@ def shrink(seed: int, plan: FaultPlan, *, ablate: Sequence[str] = (), kinds: tup
     return FaultPlan(tuple(faults)), tries
 
 
+def attribute(seed: int, plan: FaultPlan, off: Sequence[str], others: Sequence[str], *,
+              kinds: tuple[RunKind, ...] = DEFAULT_KINDS) -> dict[str, object]:
+    """A violating seed judged: its schedule shrunk with `off` switched off, the shrunk schedule replayed twice
+    with `off` (the trail hashes), once with every protection on and once with only `others` (the companions)
+    off. `attributable` says whether the ablated switch is what the oracles caught: the shrunk schedule violates
+    with it off and passes both with everything on and with only its companions off."""
+    shrunk, _tries = shrink(seed, plan, ablate=off, kinds=kinds)
+    replays = [run_seed(seed, 0, off, plan=shrunk, kinds=kinds) for _ in range(2)]
+    protected = run_seed(seed, 0, plan=shrunk, kinds=kinds)
+    companions_only = run_seed(seed, 0, tuple(others), plan=shrunk, kinds=kinds) if others else protected
+    return {"first_seed": seed, "violations": sorted(invariants_of(replays[0])),
+            "evidence": replays[0].violations[:2], "shrunk_schedule": [f.as_dict() for f in shrunk.faults],
+            "replay_identical": replays[0].trail_hash == replays[1].trail_hash,
+            "trail_hashes": [r.trail_hash for r in replays], "protected_ok": protected.ok,
+            "companions_only_ok": companions_only.ok,
+            "attributable": protected.ok and companions_only.ok and bool(replays[0].violations)}
+
+
 def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tuple[RunKind, ...] = DEFAULT_KINDS,
                    jobs: int = 1, companions: Mapping[str, tuple[str, ...]] | None = None,
-                   on_result: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
+                   on_result: Callable[[dict[str, object]], None] | None = None,
+                   judge: Callable[..., dict[str, object]] | None = None) -> list[dict[str, object]]:
     """Each ablation in turn over seeds 0..seeds-1 (what `baton sim --ablate NAME` does for one), up to its first
-    violating seed; that seed's schedule shrunk, the shrunk schedule replayed twice with the ablation (the trail
-    hashes) and once with every protection on (a schedule that fails then too is no evidence for the ablation).
+    attributable violating seed: a violating seed's schedule is shrunk, the shrunk schedule replayed twice with
+    the ablation (the trail hashes) and once with every protection on (a schedule that fails then too is no
+    evidence for the ablation).
 
     `companions` (ablation -> the other protections stacked against the same fault, as the live matrix switches
     them off with it: `baton.faults.matrix.companions_of`) are switched off with the ablation; the shrunk schedule
-    must then also pass with only the companions off, so the ablated switch is what the oracle caught."""
+    must then also pass with only the companions off, so the ablated switch is what the oracle caught. A violating
+    seed that is not attributable (its shrunk schedule fails with every protection on, or with only the
+    companions off) does not end the sweep: it is counted (`skipped`, `skipped_seeds`) and the sweep goes on to
+    the next seed. The result describes the first attributable seed, or else the last violating one."""
+    judge = judge or attribute
     results = []
     for name in names:
         others = tuple((companions or {}).get(name, ()))
         off = (name, *others)
-        summary = run_many(range(seeds), faults, ablate=off, jobs=jobs, kinds=kinds, stop_at_first_failure=True)
-        result: dict[str, object] = {"ablation": name, "companions": list(others), "seeds_run": summary.seeds,
-                                     "caught": bool(summary.failing), "first_seed": None, "violations": None,
+        result: dict[str, object] = {"ablation": name, "companions": list(others), "seeds_run": 0,
+                                     "caught": False, "first_seed": None, "violations": None,
                                      "shrunk_schedule": None, "replay_identical": None, "trail_hashes": None,
-                                     "protected_ok": None, "companions_only_ok": None}
-        if summary.failing:
+                                     "protected_ok": None, "companions_only_ok": None, "skipped": 0,
+                                     "skipped_seeds": []}
+        seconds, start = 0.0, 0
+        while start < seeds:
+            summary = run_many(range(start, seeds), faults, ablate=off, jobs=jobs, kinds=kinds,
+                               stop_at_first_failure=True)
+            seconds += summary.seconds
+            result["seeds_run"] = start + summary.seeds
+            if not summary.failing:
+                break
             first = summary.failing[0]
-            shrunk, _tries = shrink(first.seed, first.plan, ablate=off, kinds=kinds)
-            replays = [run_seed(first.seed, 0, off, plan=shrunk, kinds=kinds) for _ in range(2)]
-            protected = run_seed(first.seed, 0, plan=shrunk, kinds=kinds)
-            companions_only = run_seed(first.seed, 0, others, plan=shrunk, kinds=kinds) if others else protected
-            result.update(first_seed=first.seed, violations=sorted(invariants_of(replays[0])),
-                          evidence=replays[0].violations[:2],
-                          shrunk_schedule=[f.as_dict() for f in shrunk.faults],
-                          replay_identical=replays[0].trail_hash == replays[1].trail_hash,
-                          trail_hashes=[r.trail_hash for r in replays], protected_ok=protected.ok,
-                          companions_only_ok=companions_only.ok,
-                          caught=protected.ok and companions_only.ok and bool(replays[0].violations))
-        result["seconds"] = round(summary.seconds, 1)
+            verdict = judge(first.seed, first.plan, off, others, kinds=kinds)
+            result.update({k: v for k, v in verdict.items() if k != "attributable"})
+            if verdict["attributable"]:
+                result["caught"] = True
+                break
+            result["skipped"] = int(result["skipped"]) + 1  # type: ignore[call-overload]
+            result["skipped_seeds"] = [*result["skipped_seeds"], first.seed]  # type: ignore[misc]
+            start = first.seed + 1
+        result["seconds"] = round(seconds, 1)
         results.append(result)
         if on_result is not None:
             on_result(result)
     return results
 
 
-if __name__ == "__main__":  # python -m baton.sim.runner OUT.json [--seeds N] [--alone] [NAME...] (docs/benchmarks.md §7.2)
+if __name__ == "__main__":  # python -m baton.sim.runner OUT.json [--seeds N] [--jobs J] [--alone] [NAME...] (docs/benchmarks.md §7.2)
     import json
     import sys
 
@@ -211,7 +239,7 @@ if __name__ == "__main__":  # python -m baton.sim.runner OUT.json [--seeds N] [-
     args = sys.argv[2:]
     count = int(args[args.index("--seeds") + 1]) if "--seeds" in args else 100
     alone = "--alone" in args
-    chosen = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--seeds")]
+    chosen = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] not in ("--seeds", "--jobs"))]
     out, chosen = sys.argv[1], chosen or list(ABLATIONS)
     done: list[dict[str, object]] = []
 
@@ -221,5 +249,6 @@ if __name__ == "__main__":  # python -m baton.sim.runner OUT.json [--seeds N] [-
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(done, handle, indent=1, sort_keys=True)
 
-    ablation_sweep(chosen, count, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), jobs=2, on_result=_save,
+    jobs = int(args[args.index("--jobs") + 1]) if "--jobs" in args else 2
+    ablation_sweep(chosen, count, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), jobs=jobs, on_result=_save,
                    companions=None if alone else {name: companions_of(name) for name in chosen})

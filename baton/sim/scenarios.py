@@ -14,11 +14,20 @@ from __future__ import annotations
 import random
 
 from baton.models import RunKind
-from baton.sim.faults import WRITE_KINDS, Fault, FaultPlan, generate
+from baton.sim.catalog_faults import CATALOG_CHANGE, RETIRED
+from baton.sim.faults import APPROVAL_LAPSED, OWNER_RULE, OWNER_RULES, WRITE_KINDS, Fault, FaultPlan, generate
 from baton.sim.sec27_plans import PLANS, Sec27Plan
 
 SCENARIO_SHARE = 0.5
 """The share of seeds that add a named scenario to their random faults."""
+OWNER_RULE_SHARE = 0.25
+"""The share of seeds whose runs' owner set a rule (`baton.sim.faults.OWNER_RULES`) before launching them."""
+LAPSED_SHARE = 0.15
+"""The share of seeds whose owner's only approval of the v7 -> v8 migration has expired."""
+PROVIDER_SHARE = 0.2
+"""The share of seeds in which, on its own stream, the provider retires the runs' release (model-v7) mid-run."""
+PROVIDER_SPAN = 24
+"""The writes such a change falls among (a deploy run makes about 20)."""
 SCALES = (0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 """By how much a scenario's write counts are multiplied in a world of several runs."""
 
@@ -41,11 +50,38 @@ def draw_scenario(seed: int, kinds: tuple[RunKind, ...]) -> tuple[str, tuple[Fau
                                 for f in named.plan.faults)
 
 
+def draw_owner_rule(seed: int) -> Fault | None:
+    """The rule the runs' owner set in seed `seed`'s world, or None (its own stream: the other draws stay as they were)."""
+    rng = random.Random(f"owner:{seed}")
+    if rng.random() >= OWNER_RULE_SHARE:
+        return None
+    return Fault(OWNER_RULE, 0, rng.choice(OWNER_RULES))
+
+
+def draw_retirement(seed: int) -> Fault | None:
+    """The provider retiring the runs' release (`catalog_faults.RETIRED`) in seed `seed`'s world, or None (its own
+    stream)."""
+    rng = random.Random(f"retire:{seed}")
+    if rng.random() >= PROVIDER_SHARE:
+        return None
+    return Fault(CATALOG_CHANGE, rng.randint(1, PROVIDER_SPAN), RETIRED)
+
+
+def draw_lapsed_approval(seed: int) -> Fault | None:
+    """The owner's lapsed approval in seed `seed`'s world (`faults.APPROVAL_LAPSED`), or None (its own stream)."""
+    rng = random.Random(f"approval:{seed}")
+    return Fault(OWNER_RULE, 0, APPROVAL_LAPSED) if rng.random() < LAPSED_SHARE else None
+
+
 def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
-    """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any
-    (none when `count` is 0: a fault-free world stays fault-free)."""
+    """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any, and the
+    owner's rule, the provider's release retirement and the owner's lapsed approval it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
     plan = generate(seed, count)
     scenario = draw_scenario(seed, kinds) if count > 0 else None
-    if scenario is None:
+    rule = draw_owner_rule(seed) if count > 0 else None
+    retired = draw_retirement(seed) if count > 0 else None
+    lapsed = draw_lapsed_approval(seed) if count > 0 else None
+    extra = (*(scenario[1] if scenario is not None else ()), *(f for f in (rule, retired, lapsed) if f is not None))
+    if not extra:
         return plan
-    return FaultPlan(tuple(sorted((*plan.faults, *scenario[1]), key=lambda f: (f.at, f.kind, f.arg))))
+    return FaultPlan(tuple(sorted((*plan.faults, *extra), key=lambda f: (f.at, f.kind, f.arg))))

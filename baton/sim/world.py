@@ -15,6 +15,7 @@ processes (actors that crash, stall and skew), and randomness (a seeded
 from __future__ import annotations
 
 import atexit
+import datetime as dt
 import contextlib
 import json
 import itertools
@@ -35,6 +36,7 @@ from baton.ablation import ablation_env
 from baton.authority import AuthorityService
 from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosReason, affected_placements, preferred_targets
+from baton.compat import MigrationApproval
 from baton.gateway import MutationGateway
 from baton.handoff.coordinator import HandoffRequest, reserved_owner
 from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
@@ -68,6 +70,13 @@ from baton.targets.webapp_state import Drafts, Sessions
 ENDED = ("verified", "failed", "escalated")
 LEASE_EXPIRED = "lease_expired"
 PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
+LAPSED_APPROVAL = MigrationApproval(
+    approval_id="release-board-model-v8-2026q1", from_release_id=RELEASES["model-v7"].release_id,
+    to_release_id=RELEASES["model-v8"].release_id, approved_by="release-board",
+    expires_at=dt.datetime(2025, 12, 1, tzinfo=dt.timezone.utc))
+"""The owner's only approval of the v7 -> v8 migration under `approval_lapsed`: it ran out before any world starts."""
+RULED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)
+"""The runs an `owner_rule` binds (the coding and browser runs keep their own launch; the fleet policy binds all)."""
 _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
 
@@ -140,10 +149,12 @@ def _target_app(name: str, factory: Callable[[Path], Any], root: Path, *, guarde
     for part in other[1] if other is not None else ():
         if isinstance(part, MutationLog):
             part.close()  # its directory lock, which this world's app takes
-    for entry in data_dir.iterdir() if data_dir.is_dir() else ():  # an earlier world's records (either kind's)
+    cached = _APP_CACHE.get((name, data_dir, guarded))
+    # Empty the directory in either case: a world of the other strategy kind (or an earlier process of the same
+    # pid) may have left its records there, and an app built afresh would read them as its own.
+    for entry in data_dir.iterdir() if data_dir.is_dir() else ():
         if entry.name != ".lock":
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    cached = _APP_CACHE.get((name, data_dir, guarded))
     if cached is None:
         app = factory(data_dir)
         parts = _stateful_parts(app)
@@ -285,9 +296,13 @@ class World:
         self.doc_queue: list[str] = []
         self.secret_queue: list[str] = []
         self.catalog_touched = False
+        self.policy_update: dict[str, Any] = {}
+        """The owner's change to the fleet policy (`owner_rule`: same region, same provider)."""
+        self.constraint_update: dict[str, Any] = {}
+        """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
         """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
-                       faults.PLANTED_FILE):
+                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -411,13 +426,60 @@ class World:
             runs.append((run_id, kind, placement, task_input))
         return runs
 
+    def owner_rules(self) -> tuple[str, ...]:
+        """The rules the runs' owner set before launching them (the schedule's `owner_rule` faults)."""
+        return tuple(sorted({f.arg for f in self.plan.faults if f.kind == faults.OWNER_RULE}))
+
+    def _declare_rules(self, rules: tuple[str, ...]) -> None:
+        """The owner's rules in force: the run constraints and fleet policy they set, the operator's inventory."""
+        for fault in self.plan.faults:
+            if fault.kind == faults.OWNER_RULE:
+                self.fired.append(fault)
+                self.sched.record(f"owner rule {fault.arg}")
+        self.policy_update = {**({"require_same_region": True} if "same_region" in rules else {}),
+                              **({"require_same_provider": True} if "same_provider" in rules else {}),
+                              **({"approvals": (LAPSED_APPROVAL,)} if faults.APPROVAL_LAPSED in rules else {})}
+        if faults.APPROVAL_LAPSED in rules:  # the owner's record, in its own words, before launch
+            path = self.root / faults.APPROVALS_FILE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"pinned_release": RELEASES["model-v7"].release_id,
+                                        "approvals": [LAPSED_APPROVAL.model_dump(mode="json")]}, sort_keys=True))
+        self.constraint_update = {
+            **({"contains_non_exportable_state": True} if {"non_exportable", "unsafe"} & set(rules) else {}),
+            **({"requires_hardware_attestation": True} if {"attested", "unsafe"} & set(rules) else {}),
+            **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
+
+    def _owner_rule(self, rules: tuple[str, ...], placement: Placement) -> dict[str, Any]:
+        """One run's rule as its owner words it: values, not Baton's constraint record."""
+        return {**({"same_region": placement.region} if "same_region" in rules else {}),
+                **({"same_provider": placement.provider} if "same_provider" in rules else {}),
+                **({"trust_domain": [placement.region, placement.provider]}
+                   if {"non_exportable", "unsafe"} & set(rules) else {}),
+                **({"attested_hardware": True} if {"attested", "unsafe"} & set(rules) else {}),
+                **({"data_scope": faults.DATA_SCOPE} if "data_scope" in rules else {})}
+
+    def write_inventory(self) -> None:
+        """The operator's own inventory of the world's placements (what it seeded the catalog from), before launch."""
+        inventory = {p.name: {"region": p.region, "provider": p.provider, "hardware_attested": p.hardware_attested,
+                              "data_scopes": list(p.data_scopes), "runtime_image": p.environment.runtime_image,
+                              "tool_versions": dict(p.environment.tool_versions)} for p in self.placements}
+        path = self.root / faults.INVENTORY_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(inventory, sort_keys=True))
+
     def launch(self) -> None:
         needs: dict[str, dict[str, Any]] = {}
+        self.write_inventory()
+        rules = self.owner_rules()
+        owner_rules: dict[str, dict[str, Any]] = {}
+        if rules:
+            self._declare_rules(rules)
         for run_id, kind, placement, task_input in self.workload():
             index = len(self.run_ids)
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
             constraints = PortabilityConstraints(portable_to_regions=catalog_faults.REGIONS,
-                                                 portable_to_providers=catalog_faults.PROVIDERS)
+                                                 portable_to_providers=catalog_faults.PROVIDERS,
+                                                 **(self.constraint_update if kind in RULED_KINDS else {}))
             if kind is RunKind.BROWSER:
                 placement, task_input, authority = browser_world.browser_launch(self.root, run_id, index)
             if kind is RunKind.CODING and self.coding is not None:
@@ -427,6 +489,9 @@ class World:
                                task_input, authority, constraints=constraints)
             needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value)
             catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
+            if rules and kind in RULED_KINDS:
+                owner_rules[run_id] = self._owner_rule(rules, spec.placement)
+                (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
             self.launch_authority[run_id] = spec.authority
@@ -522,7 +587,7 @@ class World:
         coordinator_process = self.sched.process("coordinator")
         fences = self.fenced(coordinator_process)
         corpus = fences[1]
-        coordinator = build_coordinator(self.store, self.blobs, self.placements, fences, self._dispatch())
+        coordinator = self._coordinator(fences)
         tried: dict[str, float] = {}
         while not self.settled():
             for fault in self._take(self.handoff_queue):
@@ -555,6 +620,14 @@ class World:
         """Moves the strategy held back earlier and makes now (none for Baton)."""
         return []
 
+    def _coordinator(self, fences: tuple[Any, ...]) -> Any:
+        """The fleet's coordinator, under the fleet policy as the owner's rule changed it (the live matrix's
+        `FaultCase.handoff_policy` the same way)."""
+        coordinator = build_coordinator(self.store, self.blobs, self.placements, fences, self._dispatch())
+        if self.policy_update:
+            coordinator.policy = coordinator.policy.model_copy(update=self.policy_update)
+        return coordinator
+
     def _dispatch(self) -> DispatchSettings:
         """The fleet's coordinator settings in this world (it reads the store's catalog itself at each move)."""
         return DispatchSettings(reservation_ttl_s=self.config.reservation_ttl_s, quiesce_timeout_s=3.0,
@@ -577,8 +650,7 @@ class World:
         """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
         what changed."""
         target = self._catalog_change(fault)
-        self._catalog_handoff(build_coordinator(self.store, self.blobs, self.placements,
-                                                self.fenced(self.sched.process("operator")), self._dispatch()), target)
+        self._catalog_handoff(self._coordinator(self.fenced(self.sched.process("operator"))), target)
 
     def _catalog_change(self, fault: Fault) -> str:
         target = self._catalog_target()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from baton.models import RunKind
-from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, Fault, FaultPlan, generate
+from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, OWNER_RULE, OWNER_RULES, Fault, FaultPlan, generate
 from baton.sim.runner import config_for, run_seed
-from baton.sim.scenarios import draw_scenario, mixed, scenarios_for
+from baton.sim.scenarios import draw_lapsed_approval, draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for
 from baton.sim.sec27_plans import PLANS
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
@@ -20,7 +20,17 @@ def test_the_draw_is_the_same_for_the_same_seed_and_keeps_the_random_faults() ->
         assert set(generate(seed, 5).faults) <= set(plan.faults)
         scenario = draw_scenario(seed, BOTH)
         added = len(scenario[1]) if scenario else 0
-        assert len(plan.faults) == 5 + added
+        rule, retired, lapsed = draw_owner_rule(seed), draw_retirement(seed), draw_lapsed_approval(seed)
+        assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None) + (lapsed is not None)
+        assert rule is None or rule in plan.faults
+        assert retired is None or retired in plan.faults
+
+
+def test_owner_rules_are_drawn_for_some_seeds_and_each_rule_is_drawn() -> None:
+    drawn = [rule for seed in range(300) if (rule := draw_owner_rule(seed)) is not None]
+    assert 30 <= len(drawn) <= 120
+    assert {rule.arg for rule in drawn} == set(OWNER_RULES)
+    assert all(rule.kind == OWNER_RULE and rule.kind not in DRAWN_KINDS for rule in drawn)
 
 
 def test_only_scenarios_of_the_worlds_runs_are_drawn_and_each_is_drawn() -> None:

@@ -28,7 +28,8 @@ def test_the_same_seed_replays_the_same_trail_byte_for_byte() -> None:
     second = run_seed(7, 5, keep_trail=True)
     assert first.trail == second.trail
     assert first.trail_hash == second.trail_hash
-    assert first.plan == second.plan == generate(7, 5)
+    assert first.plan == second.plan
+    assert set(generate(7, 5).faults) <= set(first.plan.faults)  # the random faults, and the owner's rule it draws
     other = run_seed(8, 5)
     assert other.trail_hash != first.trail_hash
 

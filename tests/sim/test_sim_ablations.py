@@ -42,3 +42,82 @@ def test_reconcile_before_retry_is_caught_within_the_first_seeds() -> None:
     summary = run_many(range(20), 5, ablate=("reconcile-before-retry",), kinds=BOTH, stop_at_first_failure=True)
     assert summary.failing, "no seed of the first 20 caught the ablation"
     assert "I4" in invariants_of(summary.failing[0])
+
+
+def test_the_sweep_goes_past_a_violating_seed_it_cannot_attribute() -> None:
+    """A violating seed whose shrunk schedule also fails with the protections on (or with only the companions off)
+    is no evidence for the ablation: the sweep counts it and goes on to the next violating seed."""
+    from baton.sim.runner import ablation_sweep
+
+    judged: list[int] = []
+
+    def judge(seed: int, plan: FaultPlan, off: tuple[str, ...], others: tuple[str, ...], *,
+              kinds: tuple[RunKind, ...]) -> dict[str, object]:
+        judged.append(seed)
+        assert off == ("reconcile-before-retry",) and others == ()
+        return {"first_seed": seed, "violations": ["I4"], "protected_ok": len(judged) > 1,
+                "companions_only_ok": True, "attributable": len(judged) > 1}
+
+    [result] = ablation_sweep(["reconcile-before-retry"], 40, 5, kinds=BOTH, judge=judge)
+    assert len(judged) == 2 and judged[0] < judged[1], judged
+    assert result["caught"] is True
+    assert result["skipped"] == 1 and result["skipped_seeds"] == [judged[0]]
+    assert result["first_seed"] == judged[1] and result["seeds_run"] == judged[1] + 1
+
+
+def test_the_sweep_reports_a_range_with_no_attributable_seed_as_uncaught() -> None:
+    from baton.sim.runner import ablation_sweep
+
+    judged: list[int] = []
+
+    def judge(seed: int, plan: FaultPlan, off: tuple[str, ...], others: tuple[str, ...], *,
+              kinds: tuple[RunKind, ...]) -> dict[str, object]:
+        judged.append(seed)
+        return {"first_seed": seed, "protected_ok": False, "attributable": False}
+
+    [result] = ablation_sweep(["reconcile-before-retry"], 20, 5, kinds=BOTH, judge=judge)
+    assert judged, "no seed of the first 20 violated"
+    assert result["caught"] is False and result["seeds_run"] == 20
+    assert result["skipped"] == len(judged) and result["skipped_seeds"] == judged
+
+
+STOP30 = {
+    'gate:region_change_forbidden': (64, (), 'owner_rule',
+        '[{"arg": "same_region", "at": 0, "kind": "owner_rule"}, {"arg": "browser_pool_drained", "at": 14, "kind": "handoff"}, {"arg": "12.0", "at": 17, "kind": "stall"}]'),
+    'gate:provider_change_forbidden': (33, (), 'owner_rule',
+        '[{"arg": "same_provider", "at": 0, "kind": "owner_rule"}, {"arg": "ceiling_lowered", "at": 19, "kind": "catalog_change"}]'),
+    'gate:non_exportable_state': (7, (), 'owner_rule',
+        '[{"arg": "non_exportable", "at": 0, "kind": "owner_rule"}, {"arg": "older_release_retired", "at": 17, "kind": "catalog_change"}]'),
+    'gate:hardware_attestation_missing': (4, (), 'owner_rule',
+        '[{"arg": "unsafe", "at": 0, "kind": "owner_rule"}]'),
+    'gate:data_scope_unavailable': (197, (), 'owner_rule',
+        '[{"arg": "data_scope", "at": 0, "kind": "owner_rule"}]'),
+    'gate:behavioral_migration_unapproved': (2, (), 'withdrawn_release',
+        '[{"arg": "approval_lapsed", "at": 0, "kind": "owner_rule"}, {"arg": "older_release_retired", "at": 17, "kind": "catalog_change"}]'),
+    'gate:environment_changed': (3, ('resume-environment-check',), 'environment',
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}, {"arg": "after", "at": 5, "kind": "crash"}, {"arg": "leases", "at": 22, "kind": "doc_change"}]'),
+    'resume-environment-check': (3, ('gate:environment_changed',), 'environment',
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}, {"arg": "after", "at": 5, "kind": "crash"}, {"arg": "leases", "at": 22, "kind": "doc_change"}]'),
+    'gate:behavioral_migration_approved': (22, ('gate:runtime_changed',), 'withdrawn_release',
+        '[{"arg": "environment_changed", "at": 11, "kind": "catalog_change"}, {"arg": "older_release_retired", "at": 18, "kind": "catalog_change"}]'),
+    'gate:runtime_changed': (22, ('evidence-binding', 'gate:behavioral_migration_approved'), 'withdrawn_release',
+        '[{"arg": "environment_changed", "at": 11, "kind": "catalog_change"}, {"arg": "older_release_retired", "at": 18, "kind": "catalog_change"}]'),
+}
+"""Stop 30's sweep (docs/benchmarks-sim-ablations-stop30.json, deploy and research runs): the ablation, its companions
+switched off with it, the oracle that caught it, the shrunk schedule (owner rules, a retired release, the environment
+pair's move after a document changed)."""
+
+
+@pytest.mark.parametrize("name", sorted(STOP30))
+def test_stop30_schedules_fail_only_with_the_ablation_off_and_replay_identically(name: str) -> None:
+    seed, companions, oracle, schedule = STOP30[name]
+    plan = FaultPlan.from_json(schedule)
+    first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    assert oracle in invariants_of(first), first.violations
+    assert first.trail_hash == second.trail_hash
+    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+    if companions:
+        alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH)
+        assert alone.ok, alone.violations

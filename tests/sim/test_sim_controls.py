@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -177,12 +179,28 @@ def test_the_cli_runs_a_control_and_replays_its_seed() -> None:
     assert runner.invoke(app, ["sim", "--seeds", "1", "--strategy", "naive", "--runs", "coding"]).exit_code == 2
 
 
+BILL_AND_HIDDEN = (
+    (48, {"bill", "hidden"}, '[{"kind": "drop_request", "at": 1}, {"kind": "hold", "at": 1, "arg": "8.0", '
+     '"on": "claim_operation"}, {"kind": "drop_response", "at": 2}, {"kind": "handoff", "at": 5, '
+     '"arg": "better_model_released"}, {"kind": "delay", "at": 6, "arg": "0.5"}, {"kind": "drop_response", "at": 8}]'),
+    (3, {"bill"}, '[{"kind": "handoff", "at": 1, "arg": "scheduler_rebalance", "on": "claim_operation"}, '
+     '{"kind": "stall", "at": 1, "arg": "5.0", "on": "claim_operation"}, {"kind": "skew", "at": 3, "arg": "-5.0"}, '
+     '{"kind": "skew", "at": 3, "arg": "90.0"}, {"kind": "crash", "at": 5, "arg": "after"}, '
+     '{"kind": "drop_request", "at": 5}, {"kind": "doc_change", "at": 22, "arg": "leases"}]'),
+    (4, {"hidden"}, '[{"kind": "owner_rule", "at": 0, "arg": "unsafe"}, {"kind": "delay", "at": 1, "arg": "40.0"}, '
+     '{"kind": "delay", "at": 9, "arg": "2.0"}, {"kind": "crash", "at": 18, "arg": "before"}, '
+     '{"kind": "crash", "at": 21, "arg": "before"}, {"kind": "crash", "at": 82, "arg": "after"}]'),
+)
+"""Seeds 48, 3 and 4 of the stop-30 mix, their schedules pinned (a random seed's plan moves with every new draw)."""
+
+
 def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> None:
     """A naive resume forgets what an earlier worker spent (the provider's bill shows more calls than the run
     accounted for), and a lost answer ends the naive run failed while its target holds the effect. The competent
     control carries its budget and retries; Baton accounts both, on the same seeds."""
-    for seed, expected in ((48, {"bill", "hidden"}), (3, {"bill"}), (4, {"hidden"})):
-        naive, competent, baton = (_run(seed, s) for s in ("naive", "competent", "baton"))
+    for seed, expected, schedule in BILL_AND_HIDDEN:
+        plan = FaultPlan.from_json(schedule)
+        naive, competent, baton = (_run(seed, s, plan=plan) for s in ("naive", "competent", "baton"))
         seen = {f.split(":", 1)[0] for f in [*naive.findings, *naive.violations]} & {"bill", "hidden"}
         assert seen == expected, (naive.findings, naive.violations)
         assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)
@@ -223,20 +241,23 @@ def test_the_experiment_check_compares_a_controls_model_with_its_live_code() -> 
     for row in rows:
         assert row.sim.fired == 2 and sum(row.sim.statuses.values()) == 2
         assert row.sim.runs_over_one_effect == 0 and row.model.duplicates == 0 and row.safety_agrees
-    with pytest.raises(ValueError, match="not 'restart'"):
-        check(1, model_runs=100, kinds=("crash",), strategy="restart")
+    with pytest.raises(ValueError, match="not 'transcript-v0'"):
+        check(1, model_runs=100, kinds=("crash",), strategy="transcript-v0")
 
 
-def test_a_world_starts_from_empty_target_records_after_another_strategy_s_world(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_world_starts_from_empty_target_records_after_another_strategy_s_world() -> None:
     """The first guarded (Baton) world of a process used to build its targets over the records a control's world
-    left in the same directory: Baton's runs then 'held' the control's effects (I1, hidden) on seed 25."""
-    from baton.sim import world
+    left in the same directory: Baton's runs then 'held' the control's effects (I1, hidden) on seed 25. Each order
+    runs in a fresh process, as `baton sim` and `baton.sim.compare` do."""
+    script = ("import sys\nfrom baton.models import RunKind\nfrom baton.sim.runner import run_seed\n"
+              "for strategy in sys.argv[1:]:\n"
+              "    o = run_seed(25, 5, kinds=(RunKind.DEPLOY, RunKind.RESEARCH), strategy=strategy)\n"
+              "print(o.trail_hash, o.ok)\n")
 
-    monkeypatch.setattr(world, "_APP_CACHE", {})  # a process that has run no world yet
-    alone = _run(25, "baton")
-    monkeypatch.setattr(world, "_APP_CACHE", {})
-    _run(25, "naive")
-    after_a_control = _run(25, "baton")
-    assert after_a_control.ok, after_a_control.violations
-    assert after_a_control.trail_hash == alone.trail_hash
+    def last_world(*strategies: str) -> str:
+        done = subprocess.run([sys.executable, "-c", script, *strategies], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    alone = last_world("baton")
+    assert alone.endswith("True")
+    assert last_world("naive", "baton") == alone

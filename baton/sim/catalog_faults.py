@@ -41,6 +41,7 @@ from typing import Any
 from baton.catalog.changes import current_releases, publish_release, update_placement, withdraw_release
 from baton.catalog.releases import RELEASES
 from baton.catalog.seed import hosted_placements
+from baton.errors import CatalogConflictError
 from baton.models import Placement
 from baton.models.checkpoint import CHECKPOINT_SCHEMA_VERSION
 from baton.placements import DEFAULT_PLACEMENTS
@@ -123,7 +124,10 @@ def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, a
                        "withdrawn": [RELEASES[name].release_id for name in gone],
                        "published": {ALIAS_NAME: ALIAS.release_id}, "placement": placement})
         for name in gone:
-            withdraw_release(store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
+            try:
+                withdraw_release(store, RELEASES[name].release_id, actor="provider", reason="withdrawn mid-run")
+            except CatalogConflictError:  # withdrawn meanwhile by a concurrent change (a retirement): it stays so,
+                continue  # and the provider goes on with the rest, as its record says
         publish_release(store, ALIAS, name=ALIAS_NAME, placements=[placement], actor="provider")
         return f"withdrew {list(WITHDRAWN)}, published {ALIAS_NAME} on {placement}"
     if subkind == RETIRED:

@@ -164,3 +164,17 @@ def test_a_target_reads_its_own_clock_not_the_skewed_sender_s() -> None:
     outcome = run_seed(3, 5, keep_trail=True)
     assert outcome.statuses == {"sim3-deploy-0": "verified"}, outcome.statuses
     assert outcome.trail is not None and not any("-> 403" in line for line in outcome.trail)
+
+
+def test_a_provider_withdrawal_racing_a_retirement_still_withdraws_what_its_record_says() -> None:
+    """Seed 547 of the 10,000-seed run of stop 30: model-v7's retirement and the provider's withdrawal of v7 and v8
+    ran at once; the withdrawal's catalog call was refused (v7 withdrawn meanwhile), so v8 stayed offered while the
+    provider's record said withdrawn, and the run migrated to v8 (oracle `withdrawn_release`). The simulated
+    provider now goes on past a release withdrawn meanwhile: nothing may host the run, and it is escalated."""
+    plan = FaultPlan.from_json('[{"arg": "older_release_retired", "at": 10, "kind": "catalog_change"}, '
+                               '{"arg": "release_withdrawn", "at": 13, "kind": "catalog_change"}, '
+                               '{"arg": "after", "at": 13, "kind": "crash"}]')
+    outcome = run_seed(547, 0, plan=plan)
+    assert sorted(outcome.fired) == sorted(plan.faults)
+    assert outcome.ok, outcome.violations
+    assert outcome.statuses == {"sim547-deploy-0": "escalated"}

@@ -104,11 +104,12 @@ _ENCODED: dict[int, tuple[Record, bytes, str]] = {}
 _ENCODED_LIMIT = 512
 
 
-def _encoded(record: Record) -> tuple[bytes, str]:
-    """Canonical bytes and ref of a record, remembered for the same (immutable) object.
+def encoded_record(record: Record) -> tuple[bytes, str]:
+    """Canonical bytes and ref of a record (what `Record.canonical` and `Record.record_ref` give),
+    remembered for the same (immutable) object.
 
-    A run keeps most parts unchanged between checkpoints; re-encoding them at
-    every seal would cost more than everything else sealing does.
+    A run keeps most parts unchanged between checkpoints, and holds its observations from the moment
+    it makes them: re-encoding them at every seal would cost more than everything else sealing does.
     """
     cached = _ENCODED.get(id(record))
     if cached is not None and cached[0] is record:
@@ -119,13 +120,6 @@ def _encoded(record: Record) -> tuple[bytes, str]:
         _ENCODED.clear()
     _ENCODED[id(record)] = (record, data, ref)
     return data, ref
-
-
-def encoded_record(record: Record) -> tuple[bytes, str]:
-    """Canonical bytes and ref of a record (what `Record.canonical` and `Record.record_ref` give),
-    remembered for this very object: a part a run holds (an observation) is encoded once, not again
-    when it is sealed."""
-    return _encoded(record)
 
 
 _MANIFESTS: dict[tuple[type[Record], tuple[str, ...]], Record] = {}
@@ -173,7 +167,7 @@ class _PartWriter:
         return ref
 
     def add(self, label: str, record: Record) -> str:
-        data, ref = _encoded(record)
+        data, ref = encoded_record(record)
         self.parts.setdefault(ref, (label, record, data))
         return ref
 

@@ -56,10 +56,6 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 STALL_PAST_LEASE_S = "40.0"
 MOVE_REASONS = (ChaosReason.GPU_RECLAIMED, ChaosReason.REGION_CAPACITY_LOST, ChaosReason.PROVIDER_UNHEALTHY)
 MODEL_RUNS = 20_000
-SIMULATED_STRATEGIES = SIM_STRATEGIES
-"""The experiment's strategies the simulation runs as real code: Baton, the transcript-only controls
-(`baton.sim.control_world`) and the six baselines (`baton.sim.baseline_world`, Baton's world under each
-baseline's recovery policy)."""
 
 
 @dataclass(frozen=True)
@@ -233,12 +229,12 @@ def check_model(seed: int = 7, runs: int = MODEL_RUNS, *, params: Parameters | N
 def check(worlds: int, *, seed: int = 7, model_runs: int = MODEL_RUNS, kinds: tuple[str, ...] = FAULT_KINDS,
           tick: Callable[[], None] | None = None, strategy: str = "baton", await_stalled: bool = False
           ) -> list[KindCheck]:
-    """Every fault kind on both sides, for `strategy` (one of `SIMULATED_STRATEGIES`)."""
+    """Every fault kind on both sides, for `strategy` (one of `SIM_STRATEGIES`)."""
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(FAULT_KINDS)}")
-    if strategy not in SIMULATED_STRATEGIES:
-        raise ValueError(f"the simulation runs {', '.join(SIMULATED_STRATEGIES)}, not {strategy!r}")
+    if strategy not in SIM_STRATEGIES:
+        raise ValueError(f"the simulation runs {', '.join(SIM_STRATEGIES)}, not {strategy!r}")
     model = check_model(seed, model_runs, strategy=strategy)
     return [KindCheck(kind, check_sim(kind, worlds, tick=tick, strategy=strategy, await_stalled=await_stalled),
                       model[kind], strategy) for kind in kinds]

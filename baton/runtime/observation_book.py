@@ -150,7 +150,7 @@ class ObservationBook:
 
     def dropped(self) -> dict[str, str]:
         """Dropped refs and why, in log order."""
-        return {entry.ref: entry.dropped for _, entry in sorted(self._dropped.items()) if entry.dropped}
+        return {entry.ref: entry.dropped for _, entry in sorted(self._dropped.items())}
 
     def pending_modes(self) -> dict[str, str]:
         """Refs still awaiting revalidation because a resume asked for it (persisted in the run state).

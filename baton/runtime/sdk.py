@@ -521,12 +521,7 @@ class RunContext:
 
     def charge(self, usage: BudgetUsage, reason: str) -> BudgetLedger:
         """Record consumption in the store's ledger and the checkpointed one; BudgetExhausted past a limit."""
-        self._sealer.ensure_owner()
-        if usage != BudgetUsage():
-            self.services.store.append_budget_charge(self.run_id, self.epoch, usage, reason)
-            self._state.charge(usage)
-        self._require_budget()
-        return self.budget
+        return self._charge(usage, reason, fenced=False)
 
     def call_model(self, call: Callable[[], ReplyT], reason: str, *, cost: Callable[[ReplyT], BudgetUsage]) -> ReplyT:
         """Make one model call, accounted for before it is made.
@@ -538,12 +533,7 @@ class RunContext:
         woken after the run moved) gets StaleEpochError and calls nothing. The reply's spend
         (`cost` of the reply, less that one call) is charged after it, whatever the epoch by
         then. BudgetExhausted before the call when the run may make no more calls."""
-        self._sealer.ensure_owner()
-        reserved = BudgetUsage(model_calls=1)
-        self.services.store.append_budget_charge(self.run_id, self.epoch, reserved,
-                                                 f"model call about to be made: {reason}", fenced=True)
-        self._state.charge(reserved)
-        self._require_budget()
+        self._charge(BudgetUsage(model_calls=1), f"model call about to be made: {reason}", fenced=True)
         reply = call()
         used = cost(reply)
         self.charge(used.model_copy(update={"model_calls": max(used.model_calls - 1, 0)}), reason)
@@ -591,6 +581,15 @@ class RunContext:
         return self._seal()
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _charge(self, usage: BudgetUsage, reason: str, *, fenced: bool) -> BudgetLedger:
+        """`charge`; `fenced`: the store refuses it (StaleEpochError) unless this owner's epoch is the run's."""
+        self._sealer.ensure_owner()
+        if usage != BudgetUsage():
+            self.services.store.append_budget_charge(self.run_id, self.epoch, usage, reason, fenced=fenced)
+            self._state.charge(usage)
+        self._require_budget()
+        return self.budget
 
     def _require_budget(self, now: dt.datetime | None = None) -> dt.datetime:
         now = now or self.now()

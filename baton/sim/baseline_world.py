@@ -99,8 +99,6 @@ side effect committed), besides the run's first checkpoint."""
 """The experiment's baselines the simulation runs (ids as in `baton.experiment.strategies`)."""
 SIM_STRATEGIES = (*DESIGNS, *BASELINES)
 """Every strategy `baton sim --strategy` runs: Baton, the transcript controls, the baselines."""
-NOT_YET: tuple[str, ...] = ()
-"""The experiment's baselines the simulation does not run yet (the model only): none."""
 
 
 class BaselineWorld(World):

@@ -113,12 +113,17 @@ def _record(root: Path, line: dict[str, Any]) -> None:
         out.write(json.dumps(line, sort_keys=True) + "\n")
 
 
+def _published(store: Any) -> set[str]:
+    """The release ids the store's catalog offers now."""
+    return {release.release_id for release in current_releases(store) if release.published}
+
+
 def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, at_iso: str,
                          names: Sequence[str]) -> str:
     """Make `subkind` happen to `placement`: the operator's (provider's) record first, then the catalog call."""
     current = hosted_placements(store, DEFAULT_PLACEMENTS, list(names))[placement]
     if subkind == "release_withdrawn":
-        published = {r.release_id for r in current_releases(store) if r.published}
+        published = _published(store)
         gone = [name for name in WITHDRAWN if RELEASES[name].release_id in published]  # one retired already stays so
         _record(root, {"at": at_iso, "subkind": subkind,
                        "withdrawn": [RELEASES[name].release_id for name in gone],
@@ -132,7 +137,7 @@ def apply_catalog_change(store: Any, root: Path, subkind: str, placement: str, a
         return f"withdrew {list(WITHDRAWN)}, published {ALIAS_NAME} on {placement}"
     if subkind == RETIRED:
         older = RELEASES["model-v7"].release_id
-        if older not in {r.release_id for r in current_releases(store) if r.published}:
+        if older not in _published(store):
             raise ValueError("model-v7 is withdrawn already")  # refused before the record: nothing changes
         _record(root, {"at": at_iso, "subkind": subkind, "withdrawn": [older], "placement": placement})
         withdraw_release(store, older, actor="provider", reason="older release retired mid-run")

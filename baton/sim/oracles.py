@@ -419,10 +419,17 @@ _ENVIRONMENT = ("region", "provider", "runtime_image", "tool_versions")
 """The facts of a placement's environment identity in the operator's inventory and its record of changes."""
 
 
-def _environment(records: SimRecords, inventory: dict[str, Any], changes: list[tuple[float, dict[str, Any]]],
-                 placement: str, at: float) -> tuple[str, ...]:
+def _facts_at(inventory: dict[str, Any], changes: list[tuple[float, dict[str, Any]]], placement: str,
+              at: float) -> dict[str, Any]:
+    """A placement's facts at `at`: the operator's inventory, with its record of changes since applied."""
     facts = dict(inventory.get(placement) or {})
     facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, at).items()})
+    return facts
+
+
+def _environment(inventory: dict[str, Any], changes: list[tuple[float, dict[str, Any]]], placement: str,
+                 at: float) -> tuple[str, ...]:
+    facts = _facts_at(inventory, changes, placement, at)
     return tuple(json.dumps(facts.get(name), sort_keys=True) for name in _ENVIRONMENT)
 
 
@@ -457,7 +464,7 @@ def revalidated_after_environment_change(records: SimRecords) -> list[str]:
         began = _decided(records, run_id, message.epoch)
         if placement is None or began is None:
             continue
-        here = _environment(records, inventory, changes, placement, began)
+        here = _environment(inventory, changes, placement, began)
         report = str(effect.get("report", "")).lower()
         for doc_id, versions in history.items():
             quoted = {v for v, _since, text in versions if _claim(text) in report}
@@ -467,7 +474,7 @@ def revalidated_after_environment_change(records: SimRecords) -> list[str]:
             if any(where == placement and r >= began for r, where in mine):
                 continue  # read again here since the move: the freshness oracle (I9) judges it
             elsewhere = [(r, where) for r, where in mine if r <= began and _version_at(versions, r) in quoted
-                         and _environment(records, inventory, changes, where, r) != here]
+                         and _environment(inventory, changes, where, r) != here]
             if elsewhere:
                 r, where = elsewhere[-1]
                 found.append(f"environment: {run_id} published v{sorted(quoted)} of {doc_id} at t={at:.3f} from "
@@ -673,8 +680,7 @@ def owner_rule_kept(records: SimRecords) -> list[str]:
         began = _decided(records, message.run_id, message.epoch)
         if began is None:
             continue
-        facts = {name: value for name, value in (inventory.get(placement) or {}).items()}
-        facts.update({name: value for name, (value, _when) in _placement_facts(changes, placement, began).items()})
+        facts = _facts_at(inventory, changes, placement, began)
         said = (f"{message.target} accepted message {message.seq} of {message.run_id} from {placement} "
                 f"(epoch {message.epoch}, reserved t={began:.3f})")
         for key in ("region", "provider"):

@@ -50,27 +50,28 @@ def draw_scenario(seed: int, kinds: tuple[RunKind, ...]) -> tuple[str, tuple[Fau
                                 for f in named.plan.faults)
 
 
+def _own_stream(name: str, seed: int, share: float) -> random.Random | None:
+    """Seed `seed`'s own stream for the draw `name` when the seed draws it (a `share` of seeds), else None; on its
+    own stream, a draw leaves every other draw of the seed as it was."""
+    rng = random.Random(f"{name}:{seed}")
+    return rng if rng.random() < share else None
+
+
 def draw_owner_rule(seed: int) -> Fault | None:
-    """The rule the runs' owner set in seed `seed`'s world, or None (its own stream: the other draws stay as they were)."""
-    rng = random.Random(f"owner:{seed}")
-    if rng.random() >= OWNER_RULE_SHARE:
-        return None
-    return Fault(OWNER_RULE, 0, rng.choice(OWNER_RULES))
+    """The rule the runs' owner set in seed `seed`'s world, or None."""
+    rng = _own_stream("owner", seed, OWNER_RULE_SHARE)
+    return None if rng is None else Fault(OWNER_RULE, 0, rng.choice(OWNER_RULES))
 
 
 def draw_retirement(seed: int) -> Fault | None:
-    """The provider retiring the runs' release (`catalog_faults.RETIRED`) in seed `seed`'s world, or None (its own
-    stream)."""
-    rng = random.Random(f"retire:{seed}")
-    if rng.random() >= PROVIDER_SHARE:
-        return None
-    return Fault(CATALOG_CHANGE, rng.randint(1, PROVIDER_SPAN), RETIRED)
+    """The provider retiring the runs' release (`catalog_faults.RETIRED`) in seed `seed`'s world, or None."""
+    rng = _own_stream("retire", seed, PROVIDER_SHARE)
+    return None if rng is None else Fault(CATALOG_CHANGE, rng.randint(1, PROVIDER_SPAN), RETIRED)
 
 
 def draw_lapsed_approval(seed: int) -> Fault | None:
-    """The owner's lapsed approval in seed `seed`'s world (`faults.APPROVAL_LAPSED`), or None (its own stream)."""
-    rng = random.Random(f"approval:{seed}")
-    return Fault(OWNER_RULE, 0, APPROVAL_LAPSED) if rng.random() < LAPSED_SHARE else None
+    """The owner's lapsed approval in seed `seed`'s world (`faults.APPROVAL_LAPSED`), or None."""
+    return None if _own_stream("approval", seed, LAPSED_SHARE) is None else Fault(OWNER_RULE, 0, APPROVAL_LAPSED)
 
 
 def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:

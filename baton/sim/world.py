@@ -15,8 +15,8 @@ processes (actors that crash, stall and skew), and randomness (a seeded
 from __future__ import annotations
 
 import atexit
-import datetime as dt
 import contextlib
+import datetime as dt
 import json
 import itertools
 import os
@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
 
 from baton import clock as clocks
 from baton.ablation import ablation_env
@@ -296,11 +295,11 @@ class World:
         self.doc_queue: list[str] = []
         self.secret_queue: list[str] = []
         self.catalog_touched = False
+        """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         self.policy_update: dict[str, Any] = {}
         """The owner's change to the fleet policy (`owner_rule`: same region, same provider)."""
         self.constraint_update: dict[str, Any] = {}
         """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
-        """True once a catalog fault changed the store's catalog (until then it equals PLACEMENTS, unseeded)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
                        faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world

@@ -46,6 +46,8 @@ class Ablation(StrEnum):
     VERIFIER_GATE = "verifier-gate"
     STORE_CLAIM_EXPIRY = "store-claim-expiry"
     GATEWAY_CEILING = "gateway-ceiling"
+    AUTHORITY_CEILING = "authority-ceiling"
+    """The authority's refusal to issue above the placement's ceiling as the catalog has it at issue time."""
     # the resume's own checks behind the gate's reasons (each holds where no handoff decision exists)
     RESUME_ENVIRONMENT_CHECK = "resume-environment-check"
     RESUME_OPEN_OPERATIONS = "resume-open-operations"

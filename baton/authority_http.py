@@ -50,6 +50,7 @@ from baton.authority import AuthorityService, Capability
 from baton.authority_grants import MAX_USES
 from baton.authority_callers import CALLER_ENV, CALLER_HEADER, CALLER_SECRET_ENV, CallerRegistry
 from baton.authority_keys import JWKS_FILE, KeyRing, TrustedKeys
+from baton.catalog.changes import current_placements
 from baton.errors import AuthorityDeniedError, BatonError, CallerUnauthenticatedError, TargetUnavailableError
 from baton.models.authority import Approval, AuthorityContext, AuthorityLevel
 from baton.models.evidence import VerifierEvidence
@@ -130,9 +131,15 @@ class AuthorityClient(Protocol):
     def trusted_keys(self) -> TrustedKeys: ...
 
 
-def decide(service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement], ask: CapabilityRequest) -> Capability:
-    """The service's decision on one request (AuthorityDeniedError says which rule refused it)."""
-    placement = placements.get(ask.placement)
+def decide(service: AuthorityService, store: SqlStore, placements: Mapping[str, Placement] | None,
+           ask: CapabilityRequest) -> Capability:
+    """The service's decision on one request (AuthorityDeniedError says which rule refused it).
+
+    `placements` None: the placement is read from the store's catalog at this request, so an operator's change
+    (a lowered ceiling) binds the next capability, not the next restart of the service.
+    """
+    catalog = placements if placements is not None else {p.name: p for p in current_placements(store)}
+    placement = catalog.get(ask.placement)
     if placement is None:
         raise AuthorityDeniedError(f"placement {ask.placement!r} is not in the authority's catalog")
     return service.issue_checked(
@@ -220,7 +227,7 @@ def _refusal(exc: BatonError) -> JSONResponse:
 def create_app(
     service: AuthorityService,
     store: SqlStore,
-    placements: Mapping[str, Placement],
+    placements: Mapping[str, Placement] | None,
     *,
     callers: CallerRegistry,
     approver: SigningApprover | None = None,
@@ -370,7 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Baton's authority service")
     parser.add_argument("--keys", required=True, type=Path, help="directory of the signing keys (only this process reads it)")
     parser.add_argument("--store", required=True, help="the SQL store URL whose leases the service checks")
-    parser.add_argument("--catalog", type=Path, default=None, help="placement catalog JSON (default: built-in)")
+    parser.add_argument("--catalog", type=Path, default=None,
+                        help="placement catalog JSON, read once (default: the store's catalog, read at each request)")
     parser.add_argument("--max-ttl", type=float, default=300.0, help="longest capability lifetime, seconds")
     parser.add_argument("--approval-ttl", type=float, default=PolicyApprover.ttl_s,
                         help="how long an approval the approver signs lasts, seconds")
@@ -384,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     service = AuthorityService(KeyRing.load_or_create(args.keys), max_ttl_s=args.max_ttl,
                                approvers=TrustedKeys.load(args.keys / APPROVER_DIR / JWKS_FILE))
     store = open_store(args.store)
-    placements = {p.name: p for p in load_placements(args.catalog)}
+    placements = None if args.catalog is None else {p.name: p for p in load_placements(args.catalog)}
     app = create_app(service, store, placements, callers=CallerRegistry(args.keys / CALLERS_DIR), approver=approver)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -47,7 +47,7 @@ from baton.handoff.coordinator import STRANDED_AFTER_S, HandoffRequest
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.models import Event, EventType, Placement, RunKind
 from baton.ownership import Coordinator
-from baton.placements import DEFAULT_PLACEMENTS, dump_placements
+from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.fleet_chaos import moves_for, revoke_drained_sessions
 from baton.runtime.fleet_pause import WorkerPause, pause_placement
 from baton.runtime.fleet_plan import plan_runs, worker_placements
@@ -209,10 +209,8 @@ class Fleet:
 
     def _authority(self, cleanup: contextlib.ExitStack) -> AuthorityServiceProcess:
         """Start the authority service, the only process that reads the signing key (stopped by `cleanup`)."""
-        catalog = self.dir / "authority-placements.json"
-        dump_placements(self.config.placements, catalog)
         url = self.config.database_url or f"sqlite:///{self.home / 'baton.db'}"
-        authority = AuthorityServiceProcess(self.home / "authority", url, catalog=catalog)
+        authority = AuthorityServiceProcess(self.home / "authority", url)  # placements from the store's catalog
         cleanup.callback(authority.stop)
         return authority.start(detached=True)
 

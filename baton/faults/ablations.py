@@ -54,6 +54,7 @@ _CAUGHT_BY: dict[str, str] = {
     "authority-downgrade": "ceiling-lowered-downgrade-allowed",
     "gate:authority_downgraded": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
     "gateway-ceiling": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade as companion
+    "authority-ceiling": "ceiling-lowered-downgrade-allowed",  # with authority-downgrade and gateway-ceiling
     "approval-check": "approval-expired-in-hand",  # the approval ran out between the SDK's check and the authority's
     # the handoff policy's own rules, under a case's policy (baton/faults/cases_policy.py)
     "gate:region_change_forbidden": "region-change-forbidden-moved",

@@ -37,7 +37,7 @@ from baton.models import (
     PortabilityConstraints,
     RunKind,
 )
-from baton.placements import DEFAULT_PLACEMENTS, dump_placements
+from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.dispatch import DispatchSettings, build_coordinator
 from baton.runtime.executor import ADOPTION_REFUSAL
 from baton.runtime.launch import RunSpec, default_limits, launch_run
@@ -87,11 +87,10 @@ class BatonRun:
 
     def start(self, options: TargetOptions) -> None:
         """Authority service, then the target services guarded by its public keys."""
-        catalog = self.rig.root / "authority-placements.json"
-        dump_placements(DEFAULT_PLACEMENTS, catalog)
         url = self.database_url or f"sqlite:///{self.rig.home / 'baton.db'}"
-        authority = AuthorityServiceProcess(self.rig.home / "authority", url, catalog=catalog,
-                                            approval_ttl_s=self.approval_ttl_s)
+        # no catalog file: the authority reads each placement from the store's catalog at each request, so an
+        # operator's change (a lowered ceiling) binds the next capability
+        authority = AuthorityServiceProcess(self.rig.home / "authority", url, approval_ttl_s=self.approval_ttl_s)
         self.rig.cleanup.callback(authority.stop)
         authority.start()
         trust = self.rig.home / "authority" / JWKS_FILE

@@ -53,21 +53,25 @@ def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None
 
 
 DOWNGRADE_COMPANIONS = {
-    "gate:authority_downgraded": ("authority-downgrade", "gateway-ceiling"),
-    "authority-downgrade": ("gateway-ceiling",),
-    "gateway-ceiling": ("authority-downgrade",),
+    "gate:authority_downgraded": ("authority-downgrade", "gateway-ceiling", "authority-ceiling"),
+    "authority-downgrade": ("gateway-ceiling", "authority-ceiling"),
+    "gateway-ceiling": ("authority-downgrade", "authority-ceiling"),
+    "authority-ceiling": ("authority-downgrade", "gateway-ceiling"),
 }
-"""The gate's downgrade finding (which drops approvals for re-authorization) stands behind the resume's own
-downgrade of the run's authority to the target's ceiling, and both behind the standing worker's gateway, which
-caps capabilities at the ceiling the catalog has at each resume: ablating one switches the others off with it.
-(`ceiling-lowered-downgrade-allowed` runs the script of `placement-ceiling-lowered`, `cases_gates`, under a
-handoff policy that allows the downgrade.)"""
+"""Three layers keep a run from acting above a placement's lowered ceiling, each enough alone: the resume's own
+downgrade of the run's authority to the target's ceiling, the authority's refusal to issue above the ceiling the
+store's catalog has at issue time, and the standing worker's gateway, which caps capabilities at the ceiling the
+catalog has at each resume; the gate's downgrade finding (which drops approvals for re-authorization) stands
+behind all three. Ablating one switches the others off with it. (`ceiling-lowered-downgrade-allowed` runs the
+script of `placement-ceiling-lowered`, `cases_gates`, under a handoff policy that allows the downgrade.)"""
 
-FORBIDDEN_DOWNGRADE_COMPANIONS = {"gate:authority_downgrade_forbidden": ("authority-downgrade", "gateway-ceiling")}
+FORBIDDEN_DOWNGRADE_COMPANIONS = {
+    "gate:authority_downgrade_forbidden": ("authority-downgrade", "gateway-ceiling", "authority-ceiling"),
+}
 """Under the fleet policy the gate refuses a downgrade outright; with that reason off the move commits, and the
-resume's own downgrade (the executor reads the lowered ceiling from the catalog) still keeps the run from
-deploying, and so does the gateway's cap at the lowered ceiling. Ablating the refusal switches both off with it, so
-the refusal alone is tested."""
+resume's own downgrade (the executor reads the lowered ceiling from the catalog), the authority's ceiling check and
+the gateway's cap at the lowered ceiling each still keep the run from deploying. Ablating the refusal switches all
+three off with it, so the refusal alone is tested."""
 
 
 APPROVAL_TTL_S = 4.0

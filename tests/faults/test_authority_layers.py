@@ -33,8 +33,9 @@ def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-@pytest.mark.parametrize("off", [(), ("gate:authority_downgraded",), ("gateway-ceiling",)],
-                         ids=["all-on", "gate-reason-off-alone", "gateway-ceiling-off-alone"])
+@pytest.mark.parametrize("off", [(), ("gate:authority_downgraded",), ("gateway-ceiling",), ("authority-ceiling",)],
+                         ids=["all-on", "gate-reason-off-alone", "gateway-ceiling-off-alone",
+                              "authority-ceiling-off-alone"])
 def test_the_downgraded_run_never_deploys_from_the_lowered_placement(off: tuple[str, ...], tmp_path: Path) -> None:
     with ablation_env(*off) if off else nullcontext():
         result = run_case(CASES[CASE], "baton", 0, tmp_path)
@@ -45,10 +46,13 @@ def test_the_downgraded_run_never_deploys_from_the_lowered_placement(off: tuple[
     assert _lines(deploy / "deployments.jsonl") == [] and _lines(deploy / "presented.jsonl") == []
 
 
-def test_the_gateway_cap_alone_keeps_the_undowngraded_run_from_deploying(tmp_path: Path) -> None:
-    """With the resume's downgrade off the run keeps EXTERNAL_MUTATE on the lowered placement; the standing worker's
-    gateway, which took the lowered ceiling from the catalog at the resume, refuses its deployment before the target."""
-    with ablation_env("authority-downgrade"):
+@pytest.mark.parametrize("off", [("authority-downgrade", "authority-ceiling"), ("authority-downgrade", "gateway-ceiling")],
+                         ids=["gateway-cap-alone", "authority-ceiling-alone"])
+def test_each_cap_alone_keeps_the_undowngraded_run_from_deploying(off: tuple[str, ...], tmp_path: Path) -> None:
+    """With the resume's downgrade off the run keeps EXTERNAL_MUTATE on the lowered placement. Either remaining layer
+    alone refuses its deployment before the target: the standing worker's gateway, which took the lowered ceiling
+    from the catalog at the resume, or the authority, which reads the ceiling from the store's catalog when asked."""
+    with ablation_env(*off):
         result = run_case(CASES[CASE], "baton", 0, tmp_path)
     assert result.error is None and result.violated == [], (result.answers, result.notes)
     assert "handoff to cloud-eu: committed" in result.notes
@@ -59,16 +63,17 @@ def test_the_gateway_cap_alone_keeps_the_undowngraded_run_from_deploying(tmp_pat
 def test_the_case_lets_the_policy_allow_the_downgrade_and_names_its_companion() -> None:
     case = CASES[CASE]
     assert case.handoff_policy == {"allow_authority_downgrade": True}
-    assert set(isolated_companions(case, ("gate:authority_downgraded",))) == {"authority-downgrade", "gateway-ceiling"}
-    assert isolated_companions(case, ("authority-downgrade",)) == ("gateway-ceiling",)
-    assert isolated_companions(case, ("gateway-ceiling",)) == ("authority-downgrade",)
+    layers = {"authority-downgrade", "gateway-ceiling", "authority-ceiling"}
+    assert set(isolated_companions(case, ("gate:authority_downgraded",))) == layers
+    for layer in layers:
+        assert set(isolated_companions(case, (layer,))) == layers - {layer}
 
 
 FORBIDDEN_CASE = "placement-ceiling-lowered"
 
 
-@pytest.mark.parametrize("off", [(), ("authority-downgrade",), ("authority-downgrade", "gateway-ceiling")],
-                         ids=["all-on", "resume-downgrade-off", "resume-downgrade-and-gateway-cap-off"])
+@pytest.mark.parametrize("off", [(), ("authority-downgrade",), ("authority-downgrade", "gateway-ceiling", "authority-ceiling")],
+                         ids=["all-on", "resume-downgrade-off", "every-ceiling-layer-off"])
 def test_the_forbidding_policy_alone_keeps_the_run_off_the_lowered_placement(off: tuple[str, ...],
                                                                              tmp_path: Path) -> None:
     """Under the fleet policy the gate refuses the lowered placement; with the resume's downgrade off, that still holds."""
@@ -82,8 +87,8 @@ def test_the_forbidding_policy_alone_keeps_the_run_off_the_lowered_placement(off
 def test_the_refusal_names_the_resume_downgrade_as_its_companion() -> None:
     """Since the executor reads the lowered ceiling at resume, the refusal alone is shadowed by the downgrade."""
     case = CASES[FORBIDDEN_CASE]
-    assert set(isolated_companions(case, ("gate:authority_downgrade_forbidden",))) == {"authority-downgrade",
-                                                                                      "gateway-ceiling"}
+    assert set(isolated_companions(case, ("gate:authority_downgrade_forbidden",))) == {
+        "authority-downgrade", "gateway-ceiling", "authority-ceiling"}
 
 
 APPROVAL_CASE = "approval-expired-in-hand"

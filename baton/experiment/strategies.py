@@ -1,7 +1,10 @@
 """The nine recovery strategies, and one run of a strategy over its slice of the workload.
 
 A strategy is data: where it resumes from, where it waits for a placement, how it treats an
-outcome it did not see (the protocol) and what it pays per boundary. The protocols mirror what
+outcome it did not see (the protocol) and what it pays per boundary. The baselines are defined as
+the simulation runs them (`baton.sim.baseline_world`): retry on the same placement is Baton's
+checkpoint, reconciliation and revalidation without the move; a restart from the last deterministic
+step keeps only deterministic state, so it gathers its evidence (an observation) again. The protocols mirror what
 `baton faults` measured (docs/fault-matrix.md): the naive transcript control re-sends an ambiguous
 side effect under a fresh key and resumes on recorded evidence; the competent control re-sends
 under the same key (the target replays it), reports a lost reply as failure, and resumes on
@@ -44,8 +47,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("restart", "restart from the beginning", "beginning", "any", "keyed", "none", False),
     Strategy("restart_last_step", "restart from the last deterministic step", "deterministic", "any", "keyed",
              "none", False),
-    Strategy("retry_same_placement", "retry on the same placement", "transcript", "same", "keyed", "transcript",
-             False),
+    Strategy("retry_same_placement", "retry on the same placement", "checkpoint", "same", "baton", "seal", False),
     Strategy("wait_same_pool", "wait for the same resource pool", "checkpoint", "pool", "baton", "seal", True),
     Strategy("coarse_checkpoints", "coarse checkpoints only", "coarse", "any", "baton", "seal", True),
     Strategy("human_assisted", "human-assisted recovery", "transcript", "any", "human", "transcript", True),
@@ -213,6 +215,8 @@ class RunSimulation:
             self._effect_after_crash(kind, key)
         if s.protocol in ("baton", "human") and self.held is not None and resume_at > 0:
             self._revalidate()
+        elif s.resume == "deterministic" and self.held is not None and resume_at > 0:
+            self._read_evidence_again()
         if self.effect_step >= 0 and resume_at <= self.effect_step and s.protocol == "keyed":
             self.effect_done = False   # it will execute the effect step again, under the same key
         if s.resume == "beginning":
@@ -274,6 +278,12 @@ class RunSimulation:
         if self.held is not None and self.held < self.evidence.current(i):
             self._spend(self.evidence_steps)
             self.held = self.evidence.current(i)
+
+    def _read_evidence_again(self) -> None:
+        """A restart from a deterministic step keeps only deterministic state: the evidence is an observation, so
+        it is gathered again, changed or not (no revalidation tells it whether the source moved)."""
+        self._spend(self.evidence_steps)
+        self.held = self.evidence.current(self.i)
 
     def _handoff(self, k: int, kind: int) -> None:
         w, i, s = self.w, self.i, self.s

@@ -2,7 +2,8 @@
 
 The winner of a cell is the strategy with the lowest cost per verified run among those the oracle
 found with no duplicate effect and no stale evidence accepted (a strategy that corrupts a target
-cannot win on price). Ties go to the higher success rate, then to the strategy listed first
+cannot win on price). Costs within a tenth of a per cent tie; ties go to the higher success rate, then
+to the shorter mean time to completion, then to the strategy listed first
 (`baton.metrics.experiment_outcomes.pick_winner`).
 """
 

@@ -112,14 +112,16 @@ def strategy_figures(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) 
             for strategy, runs in by_strategy.items()]
 
 
-TIE = 1e-9
-"""Relative difference under which two costs per verified run tie (sums of the same runs in another order)."""
+TIE = 1e-3
+"""Relative difference under which two costs per verified run tie: a tenth of a per cent is no win on price (it is
+below what the calibration's measured latencies can resolve: e.g. a handoff's seconds of compute over a cell)."""
 
 
 def pick_winner(cell: list[dict[str, Any]], order: Sequence[str] = ()) -> str | None:
     """The strategy that wins one sweep cell (its rows, one per strategy): the lowest cost per verified run among
     those with no duplicate effect and no stale evidence accepted; costs within `TIE` of the lowest tie, and ties go
-    to the higher success rate, then to the strategy first in `order` (else in `cell`); None when none qualifies."""
+    to the higher success rate, then to the shorter mean time to completion, then to the strategy first in `order`
+    (else in `cell`); None when none qualifies."""
     safe = [row for row in cell if row["duplicate_effects"] == 0 and row["stale_evidence_accepted"] == 0
             and row["cost_per_verified_usd"] is not None]
     if not safe:
@@ -128,7 +130,8 @@ def pick_winner(cell: list[dict[str, Any]], order: Sequence[str] = ()) -> str | 
     tied = [row for row in safe if row["cost_per_verified_usd"] <= cheapest + abs(cheapest) * TIE]
     rank = {strategy: index for index, strategy in enumerate(order)}
     position = {id(row): index for index, row in enumerate(cell)}
-    best = min(tied, key=lambda row: (-row["success_rate"], rank.get(row["strategy"], len(rank)), position[id(row)]))
+    best = min(tied, key=lambda row: (-row["success_rate"], row.get("mean_completion_s") or 0.0,
+                                      rank.get(row["strategy"], len(rank)), position[id(row)]))
     return str(best["strategy"])
 
 

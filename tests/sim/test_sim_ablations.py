@@ -121,3 +121,57 @@ def test_stop30_schedules_fail_only_with_the_ablation_off_and_replay_identically
     if companions:
         alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH)
         assert alone.ok, alone.violations
+
+
+STOP31 = {
+    'gateway-epoch': (63, ('store-claim-epoch', 'target-fence'), 'I2',
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}]'),
+    'target-fence': (63, ('gateway-epoch', 'store-claim-epoch'), 'I2',
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}]'),
+}
+"""Stop 31's sweep (docs/benchmarks-sim-ablations-stop31.json): attributed by an outside oracle (the deploy target
+accepted a stale epoch after its fence, `I2`) that the companions alone do not break. With only the companions off
+the run still breaks Baton's own-records check (`I2-own-records`: the store opened the operation at the stale
+epoch before the gateway or the target refused it), which attributes nothing."""
+
+
+@pytest.mark.parametrize("name", sorted(STOP31))
+def test_stop31_schedules_break_an_outside_oracle_only_with_the_ablation_off(name: str) -> None:
+    from baton.sim.oracles import OWN_RECORDS_I2, outside_of
+
+    seed, companions, oracle, schedule = STOP31[name]
+    plan = FaultPlan.from_json(schedule)
+    first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    assert oracle in outside_of(first.violations), first.violations
+    assert first.trail_hash == second.trail_hash
+    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+    alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH)
+    assert outside_of(alone.violations) == frozenset(), alone.violations
+    assert invariants_of(alone) == {OWN_RECORDS_I2}, alone.violations
+
+
+def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`attribute` on canned outcomes: Baton's own-records check alone never attributes; an outside oracle the
+    companions also break does not either; one they do not break does (with every protection on clean)."""
+    from types import SimpleNamespace
+
+    from baton.sim import runner
+    from baton.sim.oracles import OWN_RECORDS_I2
+
+    def judge(ablated: list[str], companions: list[str], protected: list[str] = ()) -> bool:
+        def fake_run(seed: int, faults: int, ablate: tuple[str, ...] = (), **_: object) -> SimpleNamespace:
+            found = ablated if "x" in ablate else companions if ablate else list(protected)
+            return SimpleNamespace(violations=found, ok=not found, trail_hash="h")
+
+        monkeypatch.setattr(runner, "run_seed", fake_run)
+        monkeypatch.setattr(runner, "shrink", lambda seed, plan, **_: (plan, 0))
+        return bool(runner.attribute(0, FaultPlan(), ("x", "y"), ("y",))["attributable"])
+
+    own = f"{OWN_RECORDS_I2}: row"
+    assert judge(["I2: a", own], [own]) is True
+    assert judge([own], []) is False
+    assert judge(["I2: a", own], ["I2: b"]) is False
+    assert judge(["I2: a", "I1: c"], ["I2: b"]) is True
+    assert judge(["I2: a"], [], protected=[own]) is False

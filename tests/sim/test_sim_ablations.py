@@ -166,7 +166,7 @@ def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(mon
     from baton.sim import runner
     from baton.sim.oracles import OWN_RECORDS_I2
 
-    def judge(ablated: list[str], companions: list[str], protected: list[str] = ()) -> bool:
+    def judge(ablated: list[str], companions: list[str], protected: tuple[str, ...] = ()) -> bool:
         def fake_run(seed: int, faults: int, ablate: tuple[str, ...] = (), **_: object) -> SimpleNamespace:
             found = ablated if "x" in ablate else companions if ablate else list(protected)
             return SimpleNamespace(violations=found, ok=not found, trail_hash="h")
@@ -180,4 +180,4 @@ def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(mon
     assert judge([own], []) is False
     assert judge(["I2: a", own], ["I2: b"]) is False
     assert judge(["I2: a", "I1: c"], ["I2: b"]) is True
-    assert judge(["I2: a"], [], protected=[own]) is False
+    assert judge(["I2: a"], [], protected=(own,)) is False

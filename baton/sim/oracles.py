@@ -43,6 +43,8 @@ MUTATION_PATHS = {"deploy": "/deployments", "corpus": "/publications", "webapp":
 RUN_TARGETS = {"deploy": "deploy", "coding": "git", "browser": "webapp"}
 """Where a verified run of a kind has its one side effect (any other kind: the corpus)."""
 _BOOKKEEPING = frozenset({"seq", "operation_id", "idempotency_key", "run_id", "epoch", "at"})
+OWN_RECORDS_I2 = "I2-own-records"
+"""The prefix of invariant 2's internal consistency check (`no_operation_opened_below_the_epoch`)."""
 _LEVELS = ("NONE", "OBSERVE", "PLAN", "VERIFY", "SANDBOX_MUTATE", "EXTERNAL_MUTATE")  # least to most
 
 
@@ -109,14 +111,10 @@ def no_double_commit(records: SimRecords) -> list[str]:
 
 
 def no_stale_epoch_accepted(records: SimRecords) -> list[str]:
-    """The store opened no operation below the run's epoch, and no target accepted an epoch it had seen superseded."""
+    """No target accepted a mutation at an epoch below one it had already seen for the run: a fence it answered
+    200, or an earlier mutation it accepted. Judged from outside: the network's log of what each target was sent
+    and how it answered, in delivery order."""
     found = []
-    for op_id, run_id, epoch, created in records.store.raw(
-            "SELECT operation_id, run_id, epoch, created_at FROM operations ORDER BY created_at"):
-        at = _elapsed(created)
-        current = _epoch_at(records, run_id, at)
-        if current is not None and int(epoch) < current:
-            found.append(f"I2: operation {op_id} of {run_id} opened at epoch {epoch} while the lease was at {current}")
     highest: dict[tuple[str, str], int] = {}
     for message, delivery in _deliveries(records):
         key = (message.target, message.run_id)
@@ -128,6 +126,22 @@ def no_stale_epoch_accepted(records: SimRecords) -> list[str]:
                 found.append(f"I2: {message.target} accepted message {message.seq} of {message.run_id} at epoch "
                              f"{epoch} after seeing epoch {highest[key]}")
             highest[key] = max(highest.get(key, 0), epoch)
+    return found
+
+
+def no_operation_opened_below_the_epoch(records: SimRecords) -> list[str]:
+    """Baton's own records agree with themselves: the store opened no operation (an `operations` row) at an epoch
+    below the one its lease row held then (`SimRecords.lease_history`). Both sides are rows Baton wrote, so this
+    is an internal consistency check, not an oracle from outside (`OWN_RECORDS`): with the store's epoch check
+    off, the gateway's fast path writes the row before it refuses the request, and no target ever sees it."""
+    found = []
+    for op_id, run_id, epoch, created in records.store.raw(
+            "SELECT operation_id, run_id, epoch, created_at FROM operations ORDER BY created_at"):
+        at = _elapsed(created)
+        current = _epoch_at(records, run_id, at)
+        if current is not None and int(epoch) < current:
+            found.append(f"{OWN_RECORDS_I2}: operation {op_id} of {run_id} opened at epoch {epoch} while the lease "
+                         f"was at {current}")
     return found
 
 
@@ -729,7 +743,8 @@ def migration_approved(records: SimRecords) -> list[str]:
 
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
-    ("2 no stale epoch accepted", no_stale_epoch_accepted),
+    ("2 no stale epoch accepted (the targets' view)", no_stale_epoch_accepted),
+    ("2 (Baton's own records) no operation opened below the lease's epoch", no_operation_opened_below_the_epoch),
     ("3 one owner per epoch", one_owner_per_epoch),
     ("4 unknown reconciled before retry", unknown_reconciled_before_retry),
     ("5 fenced before a new owner", fenced_before_new_owner),
@@ -748,6 +763,16 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
 )
+
+OWN_RECORDS: frozenset[str] = frozenset({OWN_RECORDS_I2})
+"""The checks of `ORACLES` (by the prefix of what they report) that judge Baton only from rows Baton wrote itself:
+internal consistency checks. They count in `ok` like every other, but they are not oracles from outside, so an
+ablation is attributed only by the others (`outside_of`, `baton.sim.runner.attribute`)."""
+
+
+def outside_of(violations: list[str]) -> frozenset[str]:
+    """The prefixes (`I2`, `owner_rule`...) of the violations found by an oracle from outside (not `OWN_RECORDS`)."""
+    return frozenset(v.split(":", 1)[0] for v in violations) - OWN_RECORDS
 
 
 # outside the invariants: what the run said against the targets' and the provider's own records ---------------------

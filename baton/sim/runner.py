@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from baton.models import RunKind
 from baton.sim.faults import FaultPlan
+from baton.sim.oracles import outside_of
 from baton.sim.scenarios import mixed
 from baton.sim.world import SimConfig, SimOutcome, run_world
 
@@ -166,18 +167,22 @@ def attribute(seed: int, plan: FaultPlan, off: Sequence[str], others: Sequence[s
               kinds: tuple[RunKind, ...] = DEFAULT_KINDS) -> dict[str, object]:
     """A violating seed judged: its schedule shrunk with `off` switched off, the shrunk schedule replayed twice
     with `off` (the trail hashes), once with every protection on and once with only `others` (the companions)
-    off. `attributable` says whether the ablated switch is what the oracles caught: the shrunk schedule violates
-    with it off and passes both with everything on and with only its companions off."""
+    off. `attributable` says whether the ablated switch is what the oracles caught: the shrunk schedule passes
+    every check with everything on, and with `off` it violates an oracle from outside that the companions alone
+    do not (`caught_by`; `baton.sim.oracles.OWN_RECORDS` checks still count in `ok`, but Baton's own rows
+    disagreeing with themselves is no outside evidence for a switch)."""
     shrunk, _tries = shrink(seed, plan, ablate=off, kinds=kinds)
     replays = [run_seed(seed, 0, off, plan=shrunk, kinds=kinds) for _ in range(2)]
     protected = run_seed(seed, 0, plan=shrunk, kinds=kinds)
     companions_only = run_seed(seed, 0, tuple(others), plan=shrunk, kinds=kinds) if others else protected
+    caught_by = outside_of(replays[0].violations) - outside_of(companions_only.violations)
     return {"first_seed": seed, "violations": sorted(invariants_of(replays[0])),
             "evidence": replays[0].violations[:2], "shrunk_schedule": [f.as_dict() for f in shrunk.faults],
             "replay_identical": replays[0].trail_hash == replays[1].trail_hash,
             "trail_hashes": [r.trail_hash for r in replays], "protected_ok": protected.ok,
             "companions_only_ok": companions_only.ok,
-            "attributable": protected.ok and companions_only.ok and bool(replays[0].violations)}
+            "companions_only_violations": sorted(invariants_of(companions_only)), "caught_by": sorted(caught_by),
+            "attributable": protected.ok and bool(caught_by)}
 
 
 def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tuple[RunKind, ...] = DEFAULT_KINDS,
@@ -191,9 +196,10 @@ def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tupl
 
     `companions` (ablation -> the other protections stacked against the same fault, as the live matrix switches
     them off with it: `baton.faults.matrix.companions_of`) are switched off with the ablation; the shrunk schedule
-    must then also pass with only the companions off, so the ablated switch is what the oracle caught. A violating
-    seed that is not attributable (its shrunk schedule fails with every protection on, or with only the
-    companions off) does not end the sweep: it is counted (`skipped`, `skipped_seeds`) and the sweep goes on to
+    must then break an oracle from outside that it does not break with only the companions off, so the ablated
+    switch is what the oracle caught (`attribute`). A violating seed that is not attributable (its shrunk schedule
+    fails with every protection on, or the companions alone break every outside oracle it breaks) does not end
+    the sweep: it is counted (`skipped`, `skipped_seeds`) and the sweep goes on to
     the next seed. The result describes the first attributable seed, or else the last violating one."""
     judge = judge or attribute
     results = []
@@ -203,7 +209,8 @@ def ablation_sweep(names: Sequence[str], seeds: int, faults: int, *, kinds: tupl
         result: dict[str, object] = {"ablation": name, "companions": list(others), "seeds_run": 0,
                                      "caught": False, "first_seed": None, "violations": None,
                                      "shrunk_schedule": None, "replay_identical": None, "trail_hashes": None,
-                                     "protected_ok": None, "companions_only_ok": None, "skipped": 0,
+                                     "protected_ok": None, "companions_only_ok": None,
+                                     "companions_only_violations": None, "caught_by": None, "skipped": 0,
                                      "skipped_seeds": []}
         seconds, start = 0.0, 0
         while start < seeds:

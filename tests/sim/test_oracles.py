@@ -173,3 +173,19 @@ def test_i8_reads_the_ledgers_and_a_resumed_run_starting_afresh_is_caught() -> N
     assert any(v.startswith("I8:") and "model_calls used went from 1.0 to 0.0" in v for v in ablated.violations), \
         ablated.violations
 
+
+
+def test_i2_baton_own_operations_rows_are_a_separate_internal_check() -> None:
+    """Every lease row raised above the operations' epochs: only the check over Baton's own rows reports it, and
+    it is not an outside oracle (an ablation is never attributed by it)."""
+    from baton.sim.oracles import OWN_RECORDS_I2, outside_of
+
+    def tamper(records: SimRecords) -> None:
+        records.lease_history[:] = [(when, run_id, owner, epoch + 50)
+                                    for when, run_id, owner, epoch in records.lease_history]
+
+    found = _violations(tamper)
+    assert any(v.startswith(f"{OWN_RECORDS_I2}:") for v in found), found
+    assert not any(v.startswith("I2:") for v in found), found
+    assert OWN_RECORDS_I2 not in outside_of(found)
+    assert outside_of(["I2: x", f"{OWN_RECORDS_I2}: y", "owner_rule: z"]) == {"I2", "owner_rule"}

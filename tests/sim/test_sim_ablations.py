@@ -121,3 +121,63 @@ def test_stop30_schedules_fail_only_with_the_ablation_off_and_replay_identically
     if companions:
         alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH)
         assert alone.ok, alone.violations
+
+
+STOP31 = {
+    'gateway-epoch': (63, ('store-claim-epoch', 'target-fence'), 'I2', {'I2-own-records'},
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}]'),
+    'target-fence': (63, ('gateway-epoch', 'store-claim-epoch'), 'I2', {'I2-own-records'},
+        '[{"arg": "scheduler_rebalance", "at": 1, "kind": "handoff", "on": "claim_operation"}, {"arg": "5.0", "at": 1, "kind": "stall", "on": "claim_operation"}]'),
+    'idempotency': (2, ('reconcile-before-retry',), 'I1', {'I4'},
+        '[{"arg": "0.5", "at": 8, "kind": "delay"}]'),
+    'resume-terminal-guard': (37, (), 'I10', set(),
+        '[{"arg": "2.0", "at": 2, "kind": "delay"}, {"arg": "release_withdrawn", "at": 22, "kind": "catalog_change"}, {"arg": "after", "at": 22, "kind": "crash"}]'),
+}
+"""Stop 31's sweep (docs/benchmarks-sim-ablations-stop31.json, deploy and research runs): the ablation, its companions,
+the outside oracle that caught it, what the companions alone break, the shrunk schedule. An ablation is attributed by
+an outside oracle the companions alone do not break: with only the epoch layers' companions off the run still breaks
+Baton's own-records check (`I2-own-records`: the store opened the operation at the stale epoch before the gateway or
+the target refused it), which attributes nothing; with only `reconcile-before-retry` off the key is sent again
+without asking (`I4`) but the deploy service's own idempotency keeps one deployment (no `I1`)."""
+
+
+@pytest.mark.parametrize("name", sorted(STOP31))
+def test_stop31_schedules_break_an_outside_oracle_only_with_the_ablation_off(name: str) -> None:
+    from baton.sim.oracles import outside_of
+
+    seed, companions, oracle, alone_breaks, schedule = STOP31[name]
+    plan = FaultPlan.from_json(schedule)
+    first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    assert oracle in outside_of(first.violations), first.violations
+    assert first.trail_hash == second.trail_hash
+    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+    alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH) if companions else protected
+    assert oracle not in outside_of(alone.violations), alone.violations
+    assert invariants_of(alone) == alone_breaks, alone.violations
+
+
+def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`attribute` on canned outcomes: Baton's own-records check alone never attributes; an outside oracle the
+    companions also break does not either; one they do not break does (with every protection on clean)."""
+    from types import SimpleNamespace
+
+    from baton.sim import runner
+    from baton.sim.oracles import OWN_RECORDS_I2
+
+    def judge(ablated: list[str], companions: list[str], protected: tuple[str, ...] = ()) -> bool:
+        def fake_run(seed: int, faults: int, ablate: tuple[str, ...] = (), **_: object) -> SimpleNamespace:
+            found = ablated if "x" in ablate else companions if ablate else list(protected)
+            return SimpleNamespace(violations=found, ok=not found, trail_hash="h")
+
+        monkeypatch.setattr(runner, "run_seed", fake_run)
+        monkeypatch.setattr(runner, "shrink", lambda seed, plan, **_: (plan, 0))
+        return bool(runner.attribute(0, FaultPlan(), ("x", "y"), ("y",))["attributable"])
+
+    own = f"{OWN_RECORDS_I2}: row"
+    assert judge(["I2: a", own], [own]) is True
+    assert judge([own], []) is False
+    assert judge(["I2: a", own], ["I2: b"]) is False
+    assert judge(["I2: a", "I1: c"], ["I2: b"]) is True
+    assert judge(["I2: a"], [], protected=(own,)) is False

@@ -72,6 +72,9 @@ _CAUGHT_BY: dict[str, str] = {
     "resume-environment-check": "corpus-changed",
     "gate:unresolved_operations": "killed-awaiting-reply",
     "resume-open-operations": "killed-awaiting-reply",
+    # an ended run moved before its end was recorded, the target made unfit before it adopts (cases_resume.py)
+    "gate:checkpoint_not_resumable": "ended-run-moved-to-unfit",  # with resume-terminal-guard as companion
+    "resume-terminal-guard": "ended-run-moved-to-unfit",  # with gate:checkpoint_not_resumable as companion
 }
 CATCHING_CASE: dict[str, str | None] = {name: _CAUGHT_BY.get(name) for name in ABLATIONS}
 """Ablation -> the one case the CI test runs to catch it (None: nothing caught it; a finding).
@@ -82,9 +85,7 @@ target's idempotency behind reconciliation), switched off with it so that it alo
 the fault and the oracles. Every None is a finding, with its reason in docs/fault-matrix.md: no
 case of the reference agents produces the fault only that protection answers, a gate reason no
 deployment path can raise (the same-region and same-provider rules and an unapproved behavioral
-migration are reached only under a case's own policy, `FaultCase.handoff_policy`),
-or a pair of layers a third, unswitched one backs (checkpoint_not_resumable and resume-terminal-guard: every
-agent's loop, and the executor after it, stop at a terminal boundary; baton/faults/cases_resume.py)."""
+migration are reached only under a case's own policy, `FaultCase.handoff_policy`)."""
 
 
 class AblationResult(BaseModel):

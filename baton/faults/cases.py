@@ -280,6 +280,10 @@ CASE_LIST: tuple[FaultCase, ...] = (
     FaultCase("stale-capability-after-move", "worker stalled holding a valid capability, woken after the run moved",
               "deploy", cases_epochs.stale_capability_after_move, lease_ttl_s=cases_epochs.LEASE_TTL_S,
               companions=cases_epochs.EPOCH_COMPANIONS),
+    FaultCase("ended-run-moved-to-unfit", "an ended run, its worker held before recording the end, is moved to a "
+              "placement that loses the release's verifier before it adopts the run", "deploy",
+              cases_resume.ended_run_moved_to_unfit, exercises=("checkpoint_not_resumable",),
+              companions=cases_resume.TERMINAL_COMPANIONS),
     FaultCase("placement-ceiling-lowered", "the target placement's ceiling is lowered below deploying, its worker "
               "already up", "deploy", cases_gates.placement_ceiling_lowered, exercises=("authority_downgrade_forbidden",),
               companions=cases_authority.FORBIDDEN_DOWNGRADE_COMPANIONS),

@@ -18,8 +18,9 @@ Questions (a non-empty evidence list means "yes, it happened"):
   longer current when it was published (publications vs document history);
 - budget: the provider billed the run for more model calls or dollars than the
   run accounted for itself (provider's bill vs the run's report);
-- unknown_hidden: the run reported a definite outcome the targets contradict
-  (reported failed while an effect exists, or verified without one);
+- unknown_hidden: the run reported an outcome the targets contradict
+  (reported failed while an effect exists, or verified without one), or
+  reported none at all by the case's end while a target holds its effect;
 - unreconciled_retry: after the target committed a key, it received that key
   again under a new operation id: an attempt retried without asking the
   target first (invariant 4), whether or not its dedup then saved the day;
@@ -111,7 +112,8 @@ QUESTION_TEXT: dict[Question, str] = {
     Question.WRONG_ARTIFACT: "the deployed artifact is not the verified registry build (deploy file vs registry)",
     Question.STALE_EVIDENCE: "the published report cites a superseded document version (corpus history)",
     Question.BUDGET: "the provider billed more than the run accounted (provider's bill)",
-    Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts (target truth vs report)",
+    Question.UNKNOWN_HIDDEN: "the run reported an outcome the target contradicts, or none while a target holds its "
+                             "effect (target truth vs report)",
     Question.UNRECONCILED_RETRY: "a committed operation was sent again as a new attempt (target's request log)",
     Question.WITHDRAWN_RELEASE: "the run went on under a release the provider had withdrawn (provider's bill, targets)",
     Question.WRONG_PLACEMENT: "a target admitted a mutation from a placement its region, provider or ceiling forbids (target logs)",
@@ -138,6 +140,8 @@ QUESTION_TEXT: dict[Question, str] = {
 RUN_NEEDS_FILE = "run-needs.json"
 """What the run's owner declared it needs wherever it runs: `state_schema`, `verifier_bundle`, `tool_contract`."""
 
+ENDED_STATUSES = ("verified", "failed", "escalated")
+"""What a run may report as its outcome (any other status, e.g. `active`, is no outcome yet)."""
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl",
                 "git": "pushes.jsonl", "webapp": "submissions.jsonl"}
 
@@ -302,6 +306,9 @@ def unknown_hidden(files: CaseFiles) -> list[str]:
         return [f"the run reported failed, but the targets hold {effects} effect(s) for it"]
     if status == "verified" and not effects:
         return ["the run reported verified, but no target holds an effect for it"]
+    if status not in ENDED_STATUSES and effects:
+        return [f"the run reported no outcome (status {status!r}) when the case ended, but the targets hold "
+                f"{effects} effect(s) for it"]
     return []
 
 

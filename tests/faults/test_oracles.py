@@ -96,6 +96,11 @@ def test_failed_with_an_effect_or_verified_without_one_hides_the_truth(tmp_path:
     assert Question.UNKNOWN_HIDDEN not in _yes(_case(tmp_path / "c", status="escalated"))
 
 
+def test_no_outcome_reported_while_a_target_holds_the_effect_hides_it(tmp_path: Path) -> None:
+    assert Question.UNKNOWN_HIDDEN in _yes(_case(tmp_path / "a", status="active"))
+    assert Question.UNKNOWN_HIDDEN not in _yes(_case(tmp_path / "b", status="active", deployments=[]))
+
+
 def test_a_committed_key_sent_again_under_a_new_operation_is_an_unreconciled_retry(tmp_path: Path) -> None:
     first = {"run_id": RUN, "epoch": 2, "result": "applied", "operation_id": "op-1", "idempotency_key": "k"}
     again = {"run_id": RUN, "epoch": 4, "result": "replayed", "operation_id": "op-2", "idempotency_key": "k"}

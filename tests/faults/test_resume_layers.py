@@ -18,7 +18,9 @@ import pytest
 
 from baton.ablation import ablation_env
 from baton.faults.cases import CASES, CHANGED_TEXT, FaultCase
-from baton.faults.cases_resume import ENVIRONMENT_COMPANIONS, OPEN_OPERATION_COMPANIONS, terminal_checkpoint_moved
+from baton.faults.cases_resume import (
+    ENVIRONMENT_COMPANIONS, OPEN_OPERATION_COMPANIONS, TERMINAL_COMPANIONS, terminal_checkpoint_moved,
+)
 from baton.faults.matrix import isolated_companions, run_case
 from baton.faults.oracles import CaseFiles
 
@@ -32,7 +34,8 @@ def _run(case: FaultCase, off: tuple[str, ...], root: Path) -> CaseFiles:
 
 
 def test_each_layer_ablated_switches_its_partner_off_and_nothing_else() -> None:
-    for case_id, pairs in (("corpus-changed", ENVIRONMENT_COMPANIONS), ("killed-awaiting-reply", OPEN_OPERATION_COMPANIONS)):
+    for case_id, pairs in (("corpus-changed", ENVIRONMENT_COMPANIONS), ("killed-awaiting-reply", OPEN_OPERATION_COMPANIONS),
+                           ("ended-run-moved-to-unfit", TERMINAL_COMPANIONS)):
         for name, partner in pairs.items():
             assert isolated_companions(CASES[case_id], (name,)) == partner
     assert isolated_companions(CASES["killed-awaiting-reply"], ("idempotency",)) == ("reconcile-before-retry",)
@@ -54,12 +57,29 @@ def test_either_open_operation_layer_alone_settles_the_deployment(kept: str, tmp
     assert len(files.effects["deploy"]) == 1
 
 
+@pytest.mark.parametrize("kept", sorted(TERMINAL_COMPANIONS))
+def test_either_terminal_layer_alone_records_the_end_of_the_moved_run(kept: str, tmp_path: Path) -> None:
+    """The ended run is reported verified, with its one deployment (the deploy service's file), whichever layer
+    stands: the gate keeps it where it is, or the adopting worker records its end before weighing the placement."""
+    case = CASES["ended-run-moved-to-unfit"]
+    with ablation_env(*TERMINAL_COMPANIONS[kept]):
+        result = run_case(case, "baton", 0, tmp_path)
+    assert result.error is None and result.violated == [], (result.answers, result.notes)
+    moved = "handoff to cloud-eu: committed" in result.notes
+    assert moved == (kept == "resume-terminal-guard"), result.notes  # the gate, standing, refuses the move
+    files = CaseFiles(tmp_path / f"{case.case_id}-baton")
+    assert files.reported.get("status") == "verified"
+    assert len(files.effects["deploy"]) == 1
+
+
 TERMINAL_MOVED = FaultCase("terminal-checkpoint-moved", "an ended run, its worker held before recording the end, "
                            "is moved", "deploy", terminal_checkpoint_moved)
 
 
 def test_a_moved_terminal_run_does_nothing_even_with_both_terminal_layers_off(tmp_path: Path) -> None:
-    """A third layer, with no switch, stands: the new owner's agent loop ends at the terminal boundary at once."""
+    """Onto a placement that can still host it, the moved ended run does nothing more: the new owner's agent loop ends
+    at the terminal boundary at once (`ended-run-moved-to-unfit` is the move onto one that cannot, where it never
+    reports its end)."""
     files = _run(TERMINAL_MOVED, ("gate:checkpoint_not_resumable", "resume-terminal-guard"), tmp_path)
     assert files.reported.get("status") == "verified"
     assert [r["result"] for r in files.requests["deploy"] if r["result"] != "fence_advanced"] == ["applied"]

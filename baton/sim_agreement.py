@@ -86,7 +86,7 @@ def sim_verdict(named: Sec27Plan, ablation: str | None = None) -> Verdict:
     if missing:
         raise RuntimeError(f"{named.case_id}: planned faults never fired: {sorted(f.describe() for f in missing)}")
     return Verdict(status=",".join(sorted(set(outcome.statuses.values()))), effects=effects,
-                   stale_accepted=any(v.startswith("I2") for v in outcome.violations),
+                   stale_accepted=any(v.startswith("I2:") for v in outcome.violations),  # the targets' view only
                    violated=bool(outcome.violations), evidence=[*outcome.violations, *outcome.errors],
                    seconds=round(time.monotonic() - started, 2))
 

@@ -32,6 +32,9 @@ How each fault kind of `baton.sim.faults` reaches a control:
 | doc_change      | n-th store write by a worker       | n-th durable write: the corpus document changes                  |
 | drop_request, drop_response, duplicate, delay | n-th message to a target | the same, on the control's messages   |
 | catalog_change  | n-th store write by a worker       | none: a control has no catalog to change (never fires)           |
+| any write fault named on a seal (`on: sealed:<kind>:<BOUNDARY>`) | n-th checkpoint of that boundary | n-th     |
+|                 | sealed by a run of that kind       | transcript write that moves such a run to that step: the same    |
+|                 |                                    | point of the run (the live `sealed:<BOUNDARY>` fault point)      |
 | any write fault naming a store call (`on`) | n-th write of that call | none: a control makes no such call (never fires)  |
 
 So the lease and epoch faults of the store (a write fault `on` a claim or a lease

@@ -32,6 +32,9 @@ How each fault kind of `baton.sim.faults` reaches a control:
 | doc_change      | n-th store write by a worker       | n-th durable write: the corpus document changes                  |
 | drop_request, drop_response, duplicate, delay | n-th message to a target | the same, on the control's messages   |
 | catalog_change  | n-th store write by a worker       | none: a control has no catalog to change (never fires)           |
+| any write fault named on a seal (`on: sealed:<kind>:<BOUNDARY>`) | n-th checkpoint of that boundary | n-th     |
+|                 | sealed by a run of that kind       | transcript write that moves such a run to that step: the same    |
+|                 |                                    | point of the run (the live `sealed:<BOUNDARY>` fault point)      |
 | any write fault naming a store call (`on`) | n-th write of that call | none: a control makes no such call (never fires)  |
 
 So the lease and epoch faults of the store (a write fault `on` a claim or a lease
@@ -139,8 +142,14 @@ class ControlWorld(World):
     def write_transcript(self, run_id: str, text: str) -> None:
         """A worker writes a transcript: the write faults of the schedule strike here (see the module's table)."""
         crash_after = self._worker_write(TRANSCRIPT_CALL, run_id)
+        before = str(json.loads(self.transcripts[run_id][-1]).get("step"))
         self.transcripts[run_id].append(text)
         self._writes_seen += 1
+        step = str(json.loads(text).get("step"))
+        actor = self.sched.actor()
+        if step != before and actor is not None and actor.process.name.startswith("w:"):  # a step sealed
+            for fault in self.seal_faults(run_id, step):
+                crash_after |= self._fire(fault, actor.process)
         self._crash_after(crash_after, "a transcript write")
 
     def _worker_write(self, call: str, run_id: str) -> bool:
@@ -198,6 +207,7 @@ class ControlWorld(World):
             self.release[run_id] = RELEASE
             self.holder[run_id] = None
             self.run_ids.append(run_id)
+            self.kind_of[run_id] = kind.value
             self.launch_authority[run_id] = (AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY
                                              else AuthorityLevel.SANDBOX_MUTATE)
 

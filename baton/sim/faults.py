@@ -21,6 +21,13 @@ the same thing whenever it is replayed (and after shrinking):
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
 claim_operation`, at 1: the first claim of a side effect in the world, wherever other runs' writes fall).
+Or it may name a seal, `on: sealed:<run kind>:<BOUNDARY>` (`sealed_on`): `at` then counts the seals of that boundary
+by runs of that kind, and the fault strikes right after the n-th one is durable, the live matrix's
+`sealed:<BOUNDARY>` fault point. A seal is what every strategy makes at the same point of a run (Baton's checkpoint,
+a control's transcript written at that step), so such a fault lands at the same point of the run for every
+strategy, however many other writes each makes (a control makes about a third of Baton's: a plain write count that
+is Baton's VERIFIED seal is never reached by a control's run). A crash there is the kill at that point (`before`
+and `after` alike: the seal is already durable).
 
 A stall longer than the lease makes the lease expire during a long step; a
 handoff with reason `better_model_released` changes the release mid-run and
@@ -74,6 +81,8 @@ INVENTORY_FILE = "operator/inventory.json"
 """The operator's own inventory of its placements (what it seeded the catalog from), written before the runs start."""
 DATA_SCOPE = "eu-customer-records"
 """The data scope a `data_scope` owner requires (no placement of the default catalog holds it)."""
+SEALED = "sealed:"
+"""The prefix of a write fault's `on` that names a seal instead of a store call (`sealed_on`)."""
 WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD)
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
@@ -124,6 +133,10 @@ class FaultPlan:
         """The write faults of the n-th worker write, the `n_caller`-th of its call `caller`."""
         return [f for f in self.faults if f.kind in WRITE_KINDS and (f.at, f.on) in ((n, ""), (n_caller, caller))]
 
+    def seal_faults(self, kind: str, boundary: str, n: int) -> list[Fault]:
+        """The write faults of the n-th seal of `boundary` by a run of `kind` (`sealed_on`)."""
+        return [f for f in self.faults if f.kind in WRITE_KINDS and f.on == sealed_on(kind, boundary) and f.at == n]
+
     def skew_for(self, n: int) -> float:
         return sum(float(f.arg) for f in self.faults if f.kind == "skew" and f.at == n)
 
@@ -142,6 +155,11 @@ class FaultPlan:
                              for i in items))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a fault schedule (a JSON list of {{kind, at, arg}}): {exc}") from exc
+
+
+def sealed_on(kind: str, boundary: str) -> str:
+    """The `on` of a write fault that strikes right after a run of `kind` seals `boundary` (not a store call)."""
+    return f"{SEALED}{kind}:{boundary}"
 
 
 def generate(seed: int, count: int, *, kinds: tuple[str, ...] = DRAWN_KINDS) -> FaultPlan:

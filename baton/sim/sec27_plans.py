@@ -27,6 +27,11 @@ Live cases with no faithful plan here, and why:
   ran out (the live matrix reads the signing approver's own `approvals.jsonl`).
 * `replanned-after-verify`: a second writer at the same epoch; not in the sim's vocabulary.
 
+The two corpus cases (`corpus-changed`, `corpus-changed-while-paused`) strike at the research run's VERIFIED seal
+(`faults.sealed_on`), not at a write count: the live matrix runs them against Baton and both transcript controls, and
+a seal is the one point all three reach (stop 31; before, at write 13 they never fired for a control). The pause is
+a `hold` (lease or job kept, as live), no longer a `stall`, which froze the heartbeat and moved the run.
+
 `secret-in-tool-result` plants its credential later than the live case does: the sim's run reads its documents
 before the fleet's operator can change one, so the credential is pasted once the report is verified and the worker is
 then frozen past its observations' freshness; the run meets the credential when it reads the document again
@@ -47,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baton.models import RunKind
-from baton.sim.faults import DOC_SECRET, HOLD, Fault, FaultPlan
+from baton.sim.faults import DOC_SECRET, HOLD, Fault, FaultPlan, sealed_on
 
 DEPLOY = (RunKind.DEPLOY,)
 DEPLOY_VERIFIED = 11
@@ -56,6 +61,13 @@ DEPLOY_CLAIM = 15
 DEPLOY_ANSWER = 16
 DEPLOY_POST = 3
 RESEARCH_VERIFIED = 13
+RESEARCH_SEALED_VERIFIED = sealed_on(RunKind.RESEARCH.value, "VERIFIED")
+"""The research run's VERIFIED seal, for every strategy (Baton's checkpoint, a control's transcript at that step):
+where the two corpus cases strike, as the live matrix's `sealed:VERIFIED` fault point does. Write 13 (the seal in
+Baton's world of one research run) is never reached by a control, whose research run makes about 7 writes."""
+PAUSED_PAST_FRESHNESS = "400.0"
+"""Past every research observation's freshness budget (Baton's 120 s, a control's 300 s). A `hold`: the worker waits
+with its lease (or job) kept, as the live case pauses it; a `stall` would freeze its heartbeat too and move the run."""
 CODING_ANSWER = 46
 BROWSER_ANSWER = 19
 LONG_STALL = "12.0"
@@ -113,11 +125,11 @@ def _plans() -> tuple[Sec27Plan, ...]:
         *(Sec27Plan(case_id, DEPLOY, FaultPlan((Fault("catalog_change", DEPLOY_VERIFIED, change), verified_crash)),
                     ablation) for case_id, (change, ablation) in catalog.items()),
         Sec27Plan("corpus-changed", (RunKind.RESEARCH,),
-                  FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
-                             Fault("crash", RESEARCH_VERIFIED, "after"))), "resume-environment-check"),
+                  FaultPlan((Fault("doc_change", 1, "idempotency", on=RESEARCH_SEALED_VERIFIED),
+                             Fault("crash", 1, "after", on=RESEARCH_SEALED_VERIFIED))), "resume-environment-check"),
         Sec27Plan("corpus-changed-while-paused", (RunKind.RESEARCH,),
-                  FaultPlan((Fault("doc_change", RESEARCH_VERIFIED, "idempotency"),
-                             Fault("stall", RESEARCH_VERIFIED + 1, "400.0"))), "freshness"),
+                  FaultPlan((Fault("doc_change", 1, "idempotency", on=RESEARCH_SEALED_VERIFIED),
+                             Fault(HOLD, 1, PAUSED_PAST_FRESHNESS, on=RESEARCH_SEALED_VERIFIED))), "freshness"),
         Sec27Plan("capability-expired-in-hand", DEPLOY,
                   FaultPlan((Fault(HOLD, 1, EXPIRED_CAPABILITY_HOLD, on=CLAIM_OPERATION),)), "capability-check"),
         Sec27Plan("secret-in-tool-result", (RunKind.RESEARCH,),

@@ -308,6 +308,12 @@ class World:
         self._last_lease: dict[str, tuple[str | None, int]] = {}
         self.senders: dict[str, str] = {}
         self.run_ids: list[str] = []
+        self.kind_of: dict[str, str] = {}
+        """run id -> its kind (what a seal-triggered fault, `faults.sealed_on`, names)."""
+        self.seals_of: dict[tuple[str, str], int] = {}
+        """(run kind, boundary) -> seals of it so far (what a seal-triggered fault's `at` counts)."""
+        self._seal_faults = any(f.on.startswith(faults.SEALED) for f in self.plan.faults)
+        self._checkpoint_rows = 0
         self.launch_authority: dict[str, AuthorityLevel] = {}
         self.down_until: dict[str, float] = {}
         """placement -> virtual second until which it has no worker (`SimConfig.outage_s`)."""
@@ -333,10 +339,29 @@ class World:
             self._writes_seen += 1
             self._observe_leases()
         actor = self.sched.actor()
+        if write and self._seal_faults:
+            self._observe_seals(actor.process if actor is not None else None)
         if actor is not None and self.pending_crash.get(id(actor)) is actor.process:
             del self.pending_crash[id(actor)]
             self.sched.kill(actor.process, f"crash after {caller}")
             raise Crash(actor.process.name)
+
+    def _observe_seals(self, process: Process | None) -> None:
+        """The checkpoints sealed by this write (raw rows, in sealing order): fire the faults named on a worker's."""
+        rows = self.store.raw("SELECT rowid, run_id, boundary FROM checkpoints WHERE rowid > ? ORDER BY rowid",
+                              (self._checkpoint_rows,))
+        for rowid, run_id, boundary in rows:
+            self._checkpoint_rows = max(self._checkpoint_rows, int(rowid))
+            if process is not None and process.name.startswith("w:"):
+                for fault in self.seal_faults(str(run_id), str(boundary)):
+                    self._fire_write_fault(fault, process)
+
+    def seal_faults(self, run_id: str, boundary: str) -> list[Fault]:
+        """A worker sealed `boundary` of `run_id` (a checkpoint, or a control's transcript at that step): count it,
+        and the schedule's faults named on that seal (`faults.sealed_on`), for every strategy alike."""
+        key = (self.kind_of.get(run_id, ""), boundary)
+        self.seals_of[key] = self.seals_of.get(key, 0) + 1
+        return self.plan.seal_faults(*key, self.seals_of[key])
 
     def _fire_write_fault(self, fault: Fault, process: Process) -> None:
         self.fired.append(fault)
@@ -493,6 +518,7 @@ class World:
                 (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
             launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
+            self.kind_of[run_id] = kind.value
             self.launch_authority[run_id] = spec.authority
         self._observe_leases()
 

@@ -44,11 +44,12 @@ from baton.runtime.launch import RunSpec, default_limits, launch_run
 from baton.runtime.supervisor import Supervisor, WorkerSlot, stop_outside_store_transactions
 from baton.runtime.worker import connect_targets
 from baton.store.factory import open_blobs, open_store
+from baton.store.records import ENDED_STATUSES
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 SOURCE = "local-gpu-eu"
 LEASE_TTL_S = 2.0
-TERMINAL = ("verified", "failed", "escalated")
+TERMINAL = ENDED_STATUSES
 
 
 class BatonRun:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from baton.faults.cases_gates import WITHOUT_VERIFIER
 from baton.faults.rig import RigError
 
 if TYPE_CHECKING:
@@ -65,8 +66,6 @@ def terminal_checkpoint_moved(run: CaseRun, rig: Rig, notes: list[str]) -> None:
     notes.append(f"ended {run.wait_end()}")
 
 
-WITHOUT_VERIFIER = ["citations-1"]
-"""What the target still hosts once its deploy checker (the run's release's verifier bundle) is taken off."""
 END_WAIT_S = 20.0
 """How long the case waits for the run to report its end once its held worker goes on (it ends in about a second)."""
 

@@ -141,7 +141,8 @@ RUN_NEEDS_FILE = "run-needs.json"
 """What the run's owner declared it needs wherever it runs: `state_schema`, `verifier_bundle`, `tool_contract`."""
 
 ENDED_STATUSES = ("verified", "failed", "escalated")
-"""What a run may report as its outcome (any other status, e.g. `active`, is no outcome yet)."""
+"""What a run may report as its outcome (any other status, e.g. `active`, is no outcome yet). Spelled out here, not
+imported: these oracles import nothing of Baton's."""
 TARGET_FILES = {"deploy": "deployments.jsonl", "corpus": "publications.jsonl",
                 "git": "pushes.jsonl", "webapp": "submissions.jsonl"}
 

@@ -142,15 +142,23 @@ class ControlWorld(World):
     def write_transcript(self, run_id: str, text: str) -> None:
         """A worker writes a transcript: the write faults of the schedule strike here (see the module's table)."""
         crash_after = self._worker_write(TRANSCRIPT_CALL, run_id)
-        before = str(json.loads(self.transcripts[run_id][-1]).get("step"))
+        before = self.transcripts[run_id][-1]
         self.transcripts[run_id].append(text)
         self._writes_seen += 1
+        if self._seal_faults:
+            crash_after |= self._seal_written(run_id, before, text)
+        self._crash_after(crash_after, "a transcript write")
+
+    def _seal_written(self, run_id: str, before: str, text: str) -> bool:
+        """A worker's transcript write that moves the run to a new step seals that step: fire the faults named on it."""
         step = str(json.loads(text).get("step"))
         actor = self.sched.actor()
-        if step != before and actor is not None and actor.process.name.startswith("w:"):  # a step sealed
-            for fault in self.seal_faults(run_id, step):
-                crash_after |= self._fire(fault, actor.process)
-        self._crash_after(crash_after, "a transcript write")
+        if step == str(json.loads(before).get("step")) or actor is None or not actor.process.name.startswith("w:"):
+            return False
+        crash_after = False
+        for fault in self.seal_faults(run_id, step):
+            crash_after |= self._fire(fault, actor.process)
+        return crash_after
 
     def _worker_write(self, call: str, run_id: str) -> bool:
         """One durable write by a worker (its transcript, or its claim or heartbeat on the job queue): count it, fire

@@ -55,6 +55,7 @@ from baton.sim.memory_store import MemoryStore
 from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
+from baton.store.records import ENDED_STATUSES
 from baton.targets import corpus_service, deploy_service, git_remote_service
 from baton.agents.deploy_agent import DEPLOY_POLICY
 from baton.agents.research_agent import PUBLISH_POLICY
@@ -66,7 +67,7 @@ from baton.targets.http_server import Ambiguity
 from baton.targets.mutation_log import MutationLog
 from baton.targets.webapp_state import Drafts, Sessions
 
-ENDED = ("verified", "failed", "escalated")
+ENDED = ENDED_STATUSES
 LEASE_EXPIRED = "lease_expired"
 PLACEMENTS: tuple[Placement, ...] = tuple(p for p in DEFAULT_PLACEMENTS if p.name in ("local-gpu-eu", "cloud-eu"))
 LAPSED_APPROVAL = MigrationApproval(

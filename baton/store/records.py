@@ -11,7 +11,9 @@ from baton.models.base import Record, Ref
 from baton.models.checkpoint import RunKind
 from baton.models.operation import OperationState
 
-RUN_STATUSES: frozenset[str] = frozenset({"active", "verified", "failed", "escalated"})
+ENDED_STATUSES: tuple[str, ...] = ("verified", "failed", "escalated")
+"""The statuses that are a run's outcome (terminal)."""
+RUN_STATUSES: frozenset[str] = frozenset({"active", *ENDED_STATUSES})
 """Every status a run can have; all but 'active' are terminal outcomes."""
 
 BeginKind = Literal["new", "replay", "in_flight", "payload_mismatch"]

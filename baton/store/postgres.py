@@ -121,6 +121,8 @@ class PostgresStore(SqlStore):
         if not write:
             conn.autocommit = True
             return
+        if conn.autocommit:
+            return  # a one-statement write in autocommit mode: a pipeline would only add round trips
         if self.pipeline_writes:
             pipeline = conn.pipeline()
             self._pipelines[id(conn)] = (pipeline, pipeline.__enter__())  # no round trip: libpq only switches modes

@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 
 from baton.errors import RecordNotFoundError, StoreError
-from baton.models import EventType
+from baton.models import EventType, OperationState
 from baton.store import manifest_delta
 from baton.store.base import SqlStore
 from baton.store.core import Tx
@@ -160,3 +160,27 @@ def test_a_sent_statement_that_fails_rolls_the_transaction_back(store: SqlStore)
     with store._tx() as tx:
         tx.send(insert, (run.run_id, "lease_acquired", body))
     assert len(store.list_events(run.run_id)) == 1
+
+
+def test_a_one_statement_write_leaves_no_pipeline_behind(postgres_store: SqlStore) -> None:
+    """The gateway's claim and outcome run in autocommit: no pipeline is entered, so none is left open.
+
+    Before, each such write entered pipeline mode and never left it: the
+    connection stayed in pipeline mode, every later autocommit switch cost a
+    round trip of its own, and the abandoned pipelines were reported at exit.
+    """
+    from psycopg import pq
+
+    from builders.rows import entry
+
+    store = postgres_store
+    run = new_run(store)
+    claim = store.claim_operation(entry(run.run_id, "k", 0))
+    store.finish_operation(claim.entry.operation_id, OperationState.COMMITTED, {"ok": True})
+    conn = store._conn()
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    assert store._pipelines == {}
+    with store.atomic():  # a pipelined write transaction still opens and closes its own
+        store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF and store._pipelines == {}
+    assert store.get_operation(claim.entry.operation_id).state is OperationState.COMMITTED

@@ -90,7 +90,7 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     import baton.runtime.sdk as sdk
     from baton.handoff.quiesce import HandoffWatch
 
-    original_tx, original_rows = StoreCore._tx, Tx.rows
+    original_tx, original_rows, original_send = StoreCore._tx, Tx.rows, Tx.send
 
     @contextmanager
     def counted_tx(store: Any, write: bool = True) -> Iterator[Any]:
@@ -101,6 +101,11 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     def counted_rows(handle: Any, sql: str, params: Any = ()) -> Any:
         timers.statements[timers.current] += int(timers.in_step)
         return original_rows(handle, sql, params)
+
+    def counted_send(handle: Any, sql: str, params: Any = ()) -> None:
+        # a statement whose result nobody reads: pipelined on PostgreSQL, so it costs no round trip of its own
+        timers.statements[timers.current] += int(timers.in_step)
+        original_send(handle, sql, params)
 
     original_seal = ExecutionCheckpoint.seal
 
@@ -125,6 +130,7 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         (_Lap, "__exit__", exit_step),
         (StoreCore, "_tx", counted_tx),
         (Tx, "rows", counted_rows),
+        (Tx, "send", counted_send),
         (ExecutionCheckpoint, "seal", staticmethod(seal)),
         (checkpoints, "ensure_no_secrets",
          timers.timed("secret scan of new parts (secret_scan.ensure_no_secrets)", getattr(checkpoints, "ensure_no_secrets"))),

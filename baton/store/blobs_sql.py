@@ -122,7 +122,7 @@ class BlobsSql(StoreCore):
         for start in range(0, len(params), 3 * _ROWS_PER_INSERT):  # one statement per batch of rows
             chunk = params[start:start + 3 * _ROWS_PER_INSERT]
             values = ", ".join("(?, ?, ?)" for _ in range(len(chunk) // 3))
-            tx.rows(f"INSERT INTO blobs (digest, data, codec) VALUES {values} ON CONFLICT DO NOTHING", tuple(chunk))
+            tx.send(f"INSERT INTO blobs (digest, data, codec) VALUES {values} ON CONFLICT DO NOTHING", tuple(chunk))
 
     def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
         """Store each (ref, bytes) pair once, in one transaction."""

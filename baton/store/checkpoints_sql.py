@@ -125,7 +125,7 @@ class CheckpointsSql(BlobsSql):
         with self._tx() as tx:
             self._append_in(tx, ckpt, body, blobs=blobs, within=within)
             if prepared:
-                self._insert_events(tx, prepared, stamp=False)  # type: ignore[attr-defined]
+                self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
         self._remember(ckpt.checkpoint_id, body)
 
     @staticmethod
@@ -183,7 +183,7 @@ class CheckpointsSql(BlobsSql):
                                          str(latest[3]), str(latest[4])),
             )
         kind, text = manifest_delta.encode(body, parent, ckpt.seq)
-        tx.rows(
+        tx.send(
             "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
             "schema_version, boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (

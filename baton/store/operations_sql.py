@@ -467,7 +467,7 @@ class OperationsSql(StoreCore):
         to zero, so `budget_used` reads the same charge back); a boundary's charge is
         usually one tool call, and the zeros were four fifths of its row."""
         for charge, reason in charges:
-            tx.rows(
+            tx.send(
                 "INSERT INTO budget_charges (run_id, epoch, reason, charge, at) VALUES (?, ?, ?, {json}, {now})",
                 (run_id, epoch, reason, charge.model_dump_json(exclude_defaults=True)),
             )

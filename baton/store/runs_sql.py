@@ -197,7 +197,14 @@ class RunsSql(StoreCore):
         """Each event with its time as the driver takes it (checked before any transaction starts)."""
         return [(event, self.dialect.ts_in(require_aware(event.at, "event time"))) for event in events]
 
-    def _insert_events(self, tx: Tx, prepared: Sequence[tuple[Event, object]], *, stamp: bool) -> list[int]:
+    def _insert_events(
+        self, tx: Tx, prepared: Sequence[tuple[Event, object]], *, stamp: bool, seqs_wanted: bool = True
+    ) -> list[int]:
+        """Insert `prepared` under the append lock; their seqs in list order (none unless `seqs_wanted`).
+
+        Without `seqs_wanted` the INSERT is sent without waiting for an answer (see
+        `Tx.send`): in a pipelined transaction it rides with the commit.
+        """
         if not prepared:
             return []
         # The append lock serializes appends (seq order = commit order). Where it is a statement of its own
@@ -220,6 +227,10 @@ class RunsSql(StoreCore):
                 insert = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {values}"
             else:
                 insert = self.dialect.insert_with_append_lock("events", _EVENT_COLUMNS, values)
+            if not seqs_wanted:
+                tx.send(insert, params)
+                tx.append_locked = True
+                continue
             rows = tx.rows(insert + " RETURNING seq", params)
             tx.append_locked = True
             assert len(rows) == len(chunk)

@@ -24,6 +24,10 @@ of what each run needs, the provider's bill and the targets' own logs.
 | environment_changed  | its tool versions changed                                                     |
 | runtime_changed      | its runtime image changed                                                     |
 | older_release_retired| the runs' release (v7) withdrawn; v8, which the fleet policy approves, stays  |
+| verifier_lost_after_move | as verifier_lost, once the fleet's move onto the placement has committed  |
+
+`verifier_lost_after_move` is `verifier_lost` made the other way round: the fleet moves the runs onto the placement
+first, and the operator changes it once the move has committed (`AFTER_MOVE`).
 
 `older_release_retired` is not among the sub-kinds `baton.sim.faults.generate` draws (`SUBKINDS`: adding one would
 move every seed's catalog draws); the swarm mix adds it to a share of seeds from its own stream
@@ -52,7 +56,12 @@ SUBKINDS: tuple[str, ...] = (
     "tools_lost", "ceiling_lowered", "environment_changed", "runtime_changed",
 )
 RETIRED = "older_release_retired"
-KNOWN: tuple[str, ...] = (*SUBKINDS, RETIRED)
+AFTER_MOVE = "verifier_lost_after_move"
+"""The fleet moves the runs first (a planned move onto the placement the first active run is not on, as for every
+change); once that move has committed, the operator takes the releases' verifier off the placement, before its
+worker adopts the run: the live case `ended-run-moved-to-unfit`, whose target becomes unfit under a committed move.
+Not drawn by `generate` (adding it to `SUBKINDS` would move every seed's catalog draws)."""
+KNOWN: tuple[str, ...] = (*SUBKINDS, RETIRED, AFTER_MOVE)
 """Every catalog change `apply_catalog_change` makes (the drawn ones and the retirement)."""
 OPERATOR_FILE = "operator/catalog.jsonl"
 """The operator's and the provider's own record of every change, written before the catalog call."""
@@ -92,7 +101,7 @@ def _facts(subkind: str, placement: Placement) -> dict[str, Any]:
         return {"provider": OTHER_PROVIDER}
     if subkind == "schema_lost":
         return {"readable_schema_versions": [v for v in ("1", "2") if v != CHECKPOINT_SCHEMA_VERSION]}
-    if subkind == "verifier_lost":
+    if subkind in ("verifier_lost", AFTER_MOVE):
         return {"verifiers": [v for v in placement.verifiers if v == "citations-1"]}
     if subkind == "tools_lost":
         contracts = {release.tool_contract for release in RELEASES.values()}

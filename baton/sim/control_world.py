@@ -181,7 +181,7 @@ class ControlWorld(World):
 
     def _fire(self, fault: Fault, process: Process) -> bool:
         """Fire a write fault; True when the process is to die right after the write."""
-        if fault.kind == "catalog_change":
+        if fault.kind in ("catalog_change", "replan"):
             self.skipped.append(fault)
             self.sched.record(f"fault {fault.describe()} has no counterpart in a transcript design")
             return False

@@ -18,6 +18,7 @@ the same thing whenever it is replayed (and after shrinking):
 | hold            | the n-th store write by a worker      | seconds that one worker waits there, its heartbeat going on |
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 | owner_rule      | - (0: in force from the launch)       | the run owner's rule (`OWNER_RULES`)|
+| replan          | the n-th store write by a worker      | - (a second writer re-plans the deploy run at VERIFIED) |
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
 claim_operation`, at 1: the first claim of a side effect in the world, wherever other runs' writes fall).
@@ -42,13 +43,21 @@ release withdrawn, a placement re-homed, moved to another provider, losing a
 schema, verifier or tool contract, its ceiling lowered, its environment or
 runtime changed) and asks to move them onto what changed.
 
+`replan` is a second writer holding the deploy run's epoch (the live matrix's `replanned-after-verify`,
+`baton.faults.replan_side`): on top of the run's VERIFIED checkpoint it seals one more VERIFIED checkpoint whose current
+candidate is a re-planned spec nobody verified (`baton.faults.cases_binding.replanned_spec`), its evidence still the
+first spec's passing verdict. The SDK never seals such a checkpoint; it comes from outside it, sealed with a good hash,
+chain and epoch. Never drawn by `generate`; a plan names it (`baton.sim.sec27_plans.APART`).
+
 `owner_rule` is not an event but a standing rule the runs' owner set before launching them, as a deployment's run
 owner does: keep the run in the region (`same_region`) or with the provider (`same_provider`) of the placement it
 was launched on (the fleet's handoff policy then sets `require_same_region` / `require_same_provider`, as the live
 matrix's `FaultCase.handoff_policy`), or the run's portability constraints: state that may not leave the trust
 domain it was created in (`non_exportable`), attested hardware (`attested`), a data scope (`data_scope`), or both
 of the first two (`unsafe`); or (`approval_lapsed`, drawn apart from the owner's rules) its only approval of the
-v7 -> v8 migration the fleet policy allows ran out before launch (`APPROVALS_FILE`). The owner writes the rule in its own words (`OWNER_RULES_FILE`) and the operator its
+v7 -> v8 migration the fleet policy allows ran out before launch (`APPROVALS_FILE`); or (`downgrade_allowed`, drawn
+on its own stream too) a move may go on with the run's authority lowered to a lower ceiling of its target (the fleet
+policy's `allow_authority_downgrade`, as the live case `ceiling-lowered-downgrade-allowed`). The owner writes the rule in its own words (`OWNER_RULES_FILE`) and the operator its
 inventory of placements (`INVENTORY_FILE`) before the runs start; the oracle (`baton.sim.oracles.owner_rule_kept`)
 reads the targets' own logs against those. It is never drawn by `generate` (`DRAWN_KINDS` keeps its draws): the
 swarm mix (`baton.sim.scenarios.mixed`) adds one to a share of seeds from its own stream.
@@ -68,11 +77,16 @@ from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
 DOC_SECRET = "doc_secret"
 HOLD = "hold"
+REPLAN = "replan"
 OWNER_RULE = "owner_rule"
 OWNER_RULES: tuple[str, ...] = ("same_region", "same_provider", "non_exportable", "attested", "data_scope", "unsafe")
 APPROVAL_LAPSED = "approval_lapsed"
 """The fleet policy allows the v7 -> v8 migration, but the owner's only approval of it has expired (drawn on its own
 stream, `baton.sim.scenarios.draw_lapsed_approval`)."""
+DOWNGRADE_ALLOWED = "downgrade_allowed"
+"""The runs' owner lets a move go on with less authority than the run had when the target placement's ceiling is
+lower (the fleet's handoff policy then sets `allow_authority_downgrade`, as the live matrix's
+`ceiling-lowered-downgrade-allowed`): drawn on its own stream, `baton.sim.scenarios.draw_downgrade_allowed`."""
 APPROVALS_FILE = "owner/approvals.json"
 """The owner's record: the release its runs are pinned to and the migrations off it it approved, with expiries."""
 OWNER_RULES_FILE = "owner/rules.json"
@@ -83,10 +97,10 @@ DATA_SCOPE = "eu-customer-records"
 """The data scope a `data_scope` owner requires (no placement of the default catalog holds it)."""
 SEALED = "sealed:"
 """The prefix of a write fault's `on` that names a seal instead of a store call (`sealed_on`)."""
-WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD)
+WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD, REPLAN)
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
-KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE)
+KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE, REPLAN)
 PLANTED_KEY = "AKIAZ7BATONSIMULATE1"
 """The credential `doc_secret` plants: AWS access-key form, 'AKIA' and 16 of [0-9A-Z]."""
 PLANTED_FILE = "planted-secrets.json"

@@ -15,8 +15,8 @@ import random
 
 from baton.models import RunKind
 from baton.sim.catalog_faults import CATALOG_CHANGE, RETIRED
-from baton.sim.faults import APPROVAL_LAPSED, OWNER_RULE, OWNER_RULES, WRITE_KINDS, Fault, FaultPlan, generate
-from baton.sim.sec27_plans import PLANS, Sec27Plan
+from baton.sim.faults import APPROVAL_LAPSED, DOWNGRADE_ALLOWED, OWNER_RULE, OWNER_RULES, WRITE_KINDS, Fault, FaultPlan, generate
+from baton.sim.sec27_plans import APART, PLANS, Sec27Plan
 
 SCENARIO_SHARE = 0.5
 """The share of seeds that add a named scenario to their random faults."""
@@ -24,6 +24,16 @@ OWNER_RULE_SHARE = 0.25
 """The share of seeds whose runs' owner set a rule (`baton.sim.faults.OWNER_RULES`) before launching them."""
 LAPSED_SHARE = 0.15
 """The share of seeds whose owner's only approval of the v7 -> v8 migration has expired."""
+DOWNGRADE_SHARE = 0.25
+"""The share of seeds whose runs' owner lets a move lower their authority to a placement's lowered ceiling."""
+APART_DRAWS: dict[str, tuple[str, float]] = {
+    "ended-run-moved-to-unfit": ("ended_run_moved", 0.1),
+    "approval-expired-in-hand": ("approval-expired-in-hand", 0.08),
+    "replanned-after-verify": ("replanned-after-verify", 0.08),
+}
+"""Each plan of `sec27_plans.APART` -> the name of its own stream and the share of seeds that draw it (in a world
+with its runs). Stop 32's; the names were chosen so that the seeds drawing them leave the first seeds stop 31's sweep
+caught each ablation at as they were (seed 197 draws `ended_run_moved`)."""
 PROVIDER_SHARE = 0.2
 """The share of seeds in which, on its own stream, the provider retires the runs' release (model-v7) mid-run."""
 PROVIDER_SPAN = 24
@@ -74,15 +84,35 @@ def draw_lapsed_approval(seed: int) -> Fault | None:
     return None if _own_stream("approval", seed, LAPSED_SHARE) is None else Fault(OWNER_RULE, 0, APPROVAL_LAPSED)
 
 
+def draw_downgrade_allowed(seed: int) -> Fault | None:
+    """The owner allowing its runs' authority downgraded on a move in seed `seed`'s world
+    (`faults.DOWNGRADE_ALLOWED`), or None."""
+    drawn = _own_stream("downgrade_allowed", seed, DOWNGRADE_SHARE) is not None
+    return Fault(OWNER_RULE, 0, DOWNGRADE_ALLOWED) if drawn else None
+
+
+def draw_apart(seed: int, kinds: tuple[RunKind, ...]) -> tuple[Fault, ...]:
+    """The faults of the plans of `sec27_plans.APART` seed `seed` draws, each on its own stream (`APART_DRAWS`)."""
+    drawn: list[Fault] = []
+    for case_id, (stream, share) in APART_DRAWS.items():
+        named = APART[case_id]
+        if set(named.kinds) <= set(kinds) and _own_stream(stream, seed, share) is not None:
+            drawn.extend(named.plan.faults)
+    return tuple(drawn)
+
+
 def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
     """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any, and the
-    owner's rule, the provider's release retirement and the owner's lapsed approval it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
+    owner's rule, the provider's release retirement, the owner's lapsed approval, its allowed downgrade and the plans apart (`draw_apart`) it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
     plan = generate(seed, count)
     scenario = draw_scenario(seed, kinds) if count > 0 else None
     rule = draw_owner_rule(seed) if count > 0 else None
     retired = draw_retirement(seed) if count > 0 else None
     lapsed = draw_lapsed_approval(seed) if count > 0 else None
-    extra = (*(scenario[1] if scenario is not None else ()), *(f for f in (rule, retired, lapsed) if f is not None))
+    downgrade = draw_downgrade_allowed(seed) if count > 0 else None
+    apart = draw_apart(seed, kinds) if count > 0 else ()
+    extra = (*(scenario[1] if scenario is not None else ()),
+             *(f for f in (rule, retired, lapsed, downgrade) if f is not None), *apart)
     if not extra:
         return plan
     return FaultPlan(tuple(sorted((*plan.faults, *extra), key=lambda f: (f.at, f.kind, f.arg))))

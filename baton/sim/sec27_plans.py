@@ -22,10 +22,24 @@ Live cases with no faithful plan here, and why:
   constraints, handoff policies, an older exported checkpoint or a move to a named placement; the sim's
   world launches its runs under one fleet policy with no constraints, and a catalog change moves runs
   onto the changed placement only.
-* `approval-expired-in-hand`: the simulated world approves with the in-process policy approver (15-minute
-  approvals), which signs nothing and keeps no record of what it approved: no oracle could read when an approval
-  ran out (the live matrix reads the signing approver's own `approvals.jsonl`).
-* `replanned-after-verify`: a second writer at the same epoch; not in the sim's vocabulary.
+
+`ended-run-moved-to-unfit` has a plan (stop 32), outside `PLANS` (`APART`: adding one there would move every seed's
+scenario draw): the deploy run's worker is held at its POSTCONDITION_VERIFIED seal (its end not yet recorded, lease
+kept), the fleet moves the run onto the other placement, and once the move has committed the operator takes the
+releases' verifier off it (`catalog_faults.AFTER_MOVE`), before its worker adopts the run. The swarm mix draws it on
+its own stream (`baton.sim.scenarios.draw_apart`).
+
+`approval-expired-in-hand` has one too (stop 32, in `APART`): the deploy run's worker is held at its COMMITTING seal
+(the SDK has checked the run's approval, the authority has not yet been asked for the capability), its lease kept,
+past the 15-minute approval the world's approver granted; then it asks and goes on. Until stop 32 the world's
+in-process approver kept no record, so no oracle could say an approval had run out; it now writes the signing
+approver's lines to its own record (`baton.sim.approver`), which `baton.sim.oracles_approval` reads against the
+deploy service's own record.
+
+`replanned-after-verify` too (stop 32, in `APART`): the deploy run's worker dies right after its VERIFIED seal, and a
+second writer holding its epoch seals one more VERIFIED checkpoint over a re-planned spec nobody verified
+(`faults.REPLAN`, the live case's writer, `baton.faults.replan_side`); the lease lapses and the run is moved. The
+deploy verifier now keeps its own record of its verdicts in the world (`baton.sim.oracles_verdicts` reads it).
 
 The two corpus cases (`corpus-changed`, `corpus-changed-while-paused`) strike at the research run's VERIFIED seal
 (`faults.sealed_on`), not at a write count: the live matrix runs them against Baton and both transcript controls, and
@@ -52,7 +66,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baton.models import RunKind
-from baton.sim.faults import DOC_SECRET, HOLD, Fault, FaultPlan, sealed_on
+from baton.sim.catalog_faults import AFTER_MOVE, CATALOG_CHANGE
+from baton.sim.faults import DOC_SECRET, HOLD, REPLAN, Fault, FaultPlan, sealed_on
 
 DEPLOY = (RunKind.DEPLOY,)
 DEPLOY_VERIFIED = 11
@@ -80,6 +95,17 @@ EXPIRED_CAPABILITY_HOLD = "8.0"
 """Longer than the sim's 6 s lease a capability is bounded by; the heartbeat renews the lease meanwhile."""
 CLAIM_OPERATION = "claim_operation"
 """The store call that claims a side effect: the first of the world is write 15 of seed 0's deploy world."""
+DEPLOY_SEALED_ENDED = sealed_on(RunKind.DEPLOY.value, "POSTCONDITION_VERIFIED")
+"""The deploy run's terminal seal: the run has ended, its worker has not yet recorded the end."""
+ENDED_HOLD = "8.0"
+"""Longer than the coordinator waits for the held source to quiesce (3 s) and the target's worker's poll (2 s): the
+move commits and the target's worker adopts while the source still holds its end unrecorded (its heartbeat on)."""
+DEPLOY_SEALED_COMMITTING = sealed_on(RunKind.DEPLOY.value, "COMMITTING")
+"""The deploy run's COMMITTING seal: its approval checked by the SDK, its capability not yet asked for."""
+APPROVAL_HOLD = "1000.0"
+"""Past the world's approvals (the policy approver's 900 s), the worker's heartbeat keeping its lease."""
+DEPLOY_SEALED_VERIFIED = sealed_on(RunKind.DEPLOY.value, "VERIFIED")
+"""The deploy run's VERIFIED seal (whatever the count of writes before it)."""
 FIRST_CLAIM = 1
 """A worker's first write is its claim of the run's reservation: frozen there, it has read the reservation and
 not claimed it (the live case's `reservation_read` hold)."""
@@ -143,3 +169,16 @@ def _plans() -> tuple[Sec27Plan, ...]:
 
 
 PLANS: dict[str, Sec27Plan] = {plan.case_id: plan for plan in _plans()}
+
+
+APART: dict[str, Sec27Plan] = {plan.case_id: plan for plan in (
+    Sec27Plan("ended-run-moved-to-unfit", DEPLOY,
+              FaultPlan((Fault(CATALOG_CHANGE, 1, AFTER_MOVE, on=DEPLOY_SEALED_ENDED),
+                         Fault(HOLD, 1, ENDED_HOLD, on=DEPLOY_SEALED_ENDED))), "gate:checkpoint_not_resumable"),
+    Sec27Plan("approval-expired-in-hand", DEPLOY,
+              FaultPlan((Fault(HOLD, 1, APPROVAL_HOLD, on=DEPLOY_SEALED_COMMITTING),)), "approval-check"),
+    Sec27Plan("replanned-after-verify", DEPLOY,
+              FaultPlan((Fault("crash", 1, "after", on=DEPLOY_SEALED_VERIFIED),
+                         Fault(REPLAN, 1, on=DEPLOY_SEALED_VERIFIED))), "evidence-binding"),
+)}
+"""Live cases with a plan that the swarm mix draws on its own stream, not among `PLANS` (`baton.sim.scenarios`)."""

@@ -37,6 +37,8 @@ from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosReason, affected_placements, preferred_targets
 from baton.compat import MigrationApproval
 from baton.gateway import MutationGateway
+from baton.faults.cases_binding import REPLANNED_VERSION, replanned_spec
+from baton.faults.replan_side import append_unverified_replan
 from baton.handoff.coordinator import HandoffRequest, reserved_owner
 from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
 from baton.models import AuthorityLevel, Placement, PortabilityConstraints, RunKind
@@ -49,6 +51,7 @@ from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
 from baton.sim import browser_world, catalog_faults, faults
+from baton.sim.approver import APPROVER_FILE, RecordingApprover
 from baton.sim.coding_twin import CodingTwin
 from baton.sim.faults import Fault, FaultPlan
 from baton.sim.memory_store import MemoryStore
@@ -77,6 +80,8 @@ LAPSED_APPROVAL = MigrationApproval(
 """The owner's only approval of the v7 -> v8 migration under `approval_lapsed`: it ran out before any world starts."""
 RULED_KINDS = (RunKind.DEPLOY, RunKind.RESEARCH)
 """The runs an `owner_rule` binds (the coding and browser runs keep their own launch; the fleet policy binds all)."""
+VERDICTS_FILE = "verifier/verdicts.jsonl"
+"""The verifiers' own record of their verdicts under the world's root (what `baton.sim.oracles_verdicts` reads)."""
 _SHM = Path("/dev/shm")
 _WORLDS = itertools.count(1)
 
@@ -302,7 +307,8 @@ class World:
         self.constraint_update: dict[str, Any] = {}
         """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
-                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE):
+                       faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE,
+                       APPROVER_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -376,6 +382,8 @@ class World:
             self.pending_crash[id(actor)] = process
         elif fault.kind == catalog_faults.CATALOG_CHANGE:  # the operator acts now, the fleet moves the runs
             self.sched.spawn(f"operator {fault.arg}", self.sched.process("operator"), lambda: self._operate(fault))
+        elif fault.kind == faults.REPLAN:  # a second writer at the run's epoch, once this worker's write is done
+            self.sched.spawn("second writer", self.sched.process("second-writer"), self._replan)
         else:
             self.apply_common_fault(fault, process)
 
@@ -391,6 +399,20 @@ class World:
             self.secret_queue.append(fault.arg)
         elif fault.kind == faults.HOLD:  # this worker waits before its write; the rest of its process goes on
             self.sched.sleep(float(fault.arg))
+
+    def _replan(self) -> None:
+        """A second writer holding the epoch of each deploy run now at VERIFIED seals one more VERIFIED checkpoint over
+        a re-planned spec nobody verified (`baton.faults.replan_side`, the live case's writer)."""
+        for run_id in self.run_ids:
+            latest = self.store.latest_checkpoint(run_id) if self.kind_of.get(run_id) == RunKind.DEPLOY.value else None
+            if latest is None or latest.boundary.value != "VERIFIED":
+                continue
+            try:
+                note = append_unverified_replan(self.store, self.blobs, run_id, replanned_spec(),
+                                                f"{REPLANNED_VERSION} (rolling), re-planned after VERIFIED")
+                self.sched.record(note)
+            except Exception as exc:  # noqa: BLE001 - the writer lost a race (the run moved on): nothing sealed
+                self.sched.record(f"second writer on {run_id} refused: {type(exc).__name__}")
 
     def change_documents(self, corpus: CorpusClient) -> None:
         """The corpus changes the fired `doc_change` and `doc_secret` faults asked for, through the corpus's own
@@ -463,7 +485,8 @@ class World:
                 self.sched.record(f"owner rule {fault.arg}")
         self.policy_update = {**({"require_same_region": True} if "same_region" in rules else {}),
                               **({"require_same_provider": True} if "same_provider" in rules else {}),
-                              **({"approvals": (LAPSED_APPROVAL,)} if faults.APPROVAL_LAPSED in rules else {})}
+                              **({"approvals": (LAPSED_APPROVAL,)} if faults.APPROVAL_LAPSED in rules else {}),
+                              **({"allow_authority_downgrade": True} if faults.DOWNGRADE_ALLOWED in rules else {})}
         if faults.APPROVAL_LAPSED in rules:  # the owner's record, in its own words, before launch
             path = self.root / faults.APPROVALS_FILE
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -582,10 +605,11 @@ class World:
             store=self.store, blobs=self.blobs, authority=self.authority,
             gateway=MutationGateway(self.store, self.authority, targets, ceiling=placement.authority_ceiling),
             targets=targets, releases={release.release_id: release for release in RELEASES.values()},
-            tools=read_only_tools(tools),
+            tools=read_only_tools(tools), approver=RecordingApprover(self.root / APPROVER_FILE),
         )
         executor = RunExecutor(services, placement, owner, agent_for=agent_for, lease_ttl_s=self.config.lease_ttl_s,
-                               fence_targets=(deploy, corpus, *coding_targets, *browsing), handoff_wait_s=30.0)
+                               fence_targets=(deploy, corpus, *coding_targets, *browsing), handoff_wait_s=30.0,
+                               placement_of=self.placement_now)
         reserved = reserved_owner(placement)
         while not self.settled():
             try:
@@ -664,6 +688,14 @@ class World:
         return catalog_faults.current_catalog(self.store, [p.name for p in self.placements]) if self.catalog_touched \
             else self.placements
 
+    def placement_now(self, name: str) -> Placement:
+        """A placement as the store's catalog has it now: what the live worker's executor reads at each resume
+        (`RunExecutor.placement_of`), so a change since the worker started (a lowered ceiling) binds the resume,
+        its gateway's cap and the capabilities it asks for. Until a catalog fault the catalog is the world's
+        placements, unchanged, and the store is not read (no read, no interleaving point: a seed without a catalog
+        fault keeps its schedule)."""
+        return next(p for p in self.placements_now() if p.name == name)
+
     def _catalog_target(self) -> str:
         """The placement a catalog fault changes: the one the first active run is not on."""
         for run_id in self.run_ids:
@@ -675,11 +707,15 @@ class World:
     def _operate(self, fault: Fault) -> None:
         """A catalog fault: the change (whatever moves are in flight), then the fleet moving every active run onto
         what changed."""
-        target = self._catalog_change(fault)
+        if fault.arg == catalog_faults.AFTER_MOVE:  # the move first; the change once it has committed
+            target = self._catalog_target()
+            self._catalog_handoff(self._coordinator(self.fenced(self.sched.process("operator"))), target)
+            self._catalog_change(fault, target)
+            return
+        target = self._catalog_change(fault, self._catalog_target())
         self._catalog_handoff(self._coordinator(self.fenced(self.sched.process("operator"))), target)
 
-    def _catalog_change(self, fault: Fault) -> str:
-        target = self._catalog_target()
+    def _catalog_change(self, fault: Fault, target: str) -> str:
         at = self.store.db_now().isoformat()
         self.catalog_touched = True
         try:
@@ -815,7 +851,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
         with ablated, seeded_uuid4(config.seed), browser_world.seeded_tokens(config.seed), _quiet(), \
-                _billed(root / catalog_faults.BILL_FILE):
+                _billed(root / catalog_faults.BILL_FILE), _verdicts_recorded(root / VERDICTS_FILE):
             world = _world_class(config)(config, root)
             with clocks.use_clock(world.sched):
                 try:
@@ -869,6 +905,25 @@ def _billed(path: Path) -> Iterator[None]:
             os.environ.pop(BILL_ENV, None)
         else:
             os.environ[BILL_ENV] = previous
+
+
+@contextlib.contextmanager
+def _verdicts_recorded(path: Path) -> Iterator[None]:
+    """The deploy and citation verifiers write their own record of every verdict (`baton.agents.verifiers`) in the
+    world's file, as the live matrix has them write theirs; emptied for each world."""
+    from baton.agents.verifiers import VERIFIER_RECORD_ENV
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    previous = os.environ.get(VERIFIER_RECORD_ENV)
+    os.environ[VERIFIER_RECORD_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(VERIFIER_RECORD_ENV, None)
+        else:
+            os.environ[VERIFIER_RECORD_ENV] = previous
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from baton.faults.cases_authority import FORBIDDEN_DOWNGRADE_COMPANIONS
 from baton.models import RunKind
 from baton.sim.catalog_faults import CATALOG_CHANGE, OPERATOR_FILE, SUBKINDS
 from baton.sim.faults import Fault, FaultPlan, generate
@@ -36,6 +37,13 @@ CAUGHT = [
 ]
 
 
+COMPANIONS = dict(FORBIDDEN_DOWNGRADE_COMPANIONS)
+"""Since stop 32 the simulated worker reads its placement from the catalog at each resume, as the live one does
+(`World.placement_now`): the resume's own downgrade, the authority's ceiling and the gateway's cap each keep a run moved
+onto a lowered ceiling from deploying, so the gate's refusal is tested with those three off (the live case's
+companions); with only they off, the refusal holds."""
+
+
 def _plan(subkind: str, at: int = 3) -> FaultPlan:
     return FaultPlan((Fault(CATALOG_CHANGE, at, subkind),))
 
@@ -43,13 +51,16 @@ def _plan(subkind: str, at: int = 3) -> FaultPlan:
 @pytest.mark.parametrize(("subkind", "ablation", "oracle"), CAUGHT)
 def test_a_move_onto_a_changed_catalog_is_caught_only_with_the_protection_off(subkind: str, ablation: str,
                                                                                oracle: str) -> None:
-    plan = _plan(subkind)
-    ablated = run_seed(1, 0, (ablation,), plan=plan, kinds=BOTH)
+    plan, companions = _plan(subkind), COMPANIONS.get(ablation, ())
+    ablated = run_seed(1, 0, (ablation, *companions), plan=plan, kinds=BOTH)
     assert oracle in invariants_of(ablated), ablated.violations
     assert [f.describe() for f in ablated.fired] == [f"{CATALOG_CHANGE}@3({subkind})"]
     protected = run_seed(1, 0, plan=plan, kinds=BOTH)
     assert protected.ok, protected.violations
     assert protected.trail_hash != ablated.trail_hash
+    if companions:
+        alone = run_seed(1, 0, companions, plan=plan, kinds=BOTH)
+        assert alone.ok, alone.violations
 
 
 def test_a_catalog_fault_replays_to_the_same_trail() -> None:
@@ -134,3 +145,47 @@ def test_two_withdrawals_end_without_an_actor_error() -> None:
     outcome = run_seed(220, 0, plan=generate(220, 5), kinds=BOTH)
     assert [f.arg for f in outcome.plan.faults if f.kind == CATALOG_CHANGE] == ["release_withdrawn"] * 2
     assert outcome.ok and not outcome.errors, (outcome.violations, outcome.errors)
+
+
+def test_a_change_after_the_move_strikes_the_destination_of_the_committed_move() -> None:
+    """`verifier_lost_after_move`: the fleet's move onto the other placement commits first; the operator then takes the
+    verifier off that placement (its record names it), before that placement's worker adopts the run."""
+    from baton.sim.catalog_faults import AFTER_MOVE
+
+    plan = _plan(AFTER_MOVE)
+    records: list[list[dict[str, object]]] = []
+
+    def keep(found: SimRecords) -> None:
+        path = found.root / OPERATOR_FILE
+        records.append([json.loads(line) for line in path.read_text().splitlines()])
+
+    outcome = run_world(config_for(1, 0, plan=plan, kinds=BOTH, keep_trail=True), before_check=keep)
+    assert outcome.ok, outcome.violations
+    trail = outcome.trail or []
+    moved = "handoff sim1-deploy-0 scheduler_rebalance: committed"
+    committed = next(i for i, line in enumerate(trail) if moved in line)
+    changed = next(i for i, line in enumerate(trail) if f"catalog {AFTER_MOVE}: placement" in line)
+    assert committed < changed
+    destination = trail[committed].split("committed ")[1].split()[0]
+    assert [(r["subkind"], r["placement"]) for r in records[0]] == [(AFTER_MOVE, destination)]
+    assert records[0][0]["facts"] == {"verifiers": ["citations-1"]}
+
+
+def test_an_owner_allowing_the_downgrade_lets_the_move_commit_and_each_layer_keeps_the_run_from_deploying() -> None:
+    """`downgrade_allowed` (the owner's handoff policy allows a downgrade): the move onto the lowered ceiling commits;
+    the resume's downgrade, the authority's ceiling and the gateway's cap each alone keep the run from deploying there
+    (each reads the ceiling from the store's catalog at the resume, `World.placement_now`); with all three off, it
+    does."""
+    from baton.faults.cases_authority import DOWNGRADE_COMPANIONS
+    from baton.sim.faults import DOWNGRADE_ALLOWED, OWNER_RULE
+
+    plan = FaultPlan((Fault(OWNER_RULE, 0, DOWNGRADE_ALLOWED), Fault(CATALOG_CHANGE, 3, "ceiling_lowered")))
+    protected = run_seed(1, 0, plan=plan, kinds=BOTH, keep_trail=True)
+    assert protected.ok, protected.violations
+    assert any("handoff sim1-deploy-0 scheduler_rebalance: committed" in line for line in protected.trail or [])
+    layers = DOWNGRADE_COMPANIONS["authority-downgrade"] + ("authority-downgrade",)
+    for layer in layers:
+        others = tuple(name for name in layers if name != layer)
+        assert run_seed(1, 0, others, plan=plan, kinds=BOTH).ok, layer
+    ablated = run_seed(1, 0, layers, plan=plan, kinds=BOTH)
+    assert "wrong_placement" in invariants_of(ablated), ablated.violations

@@ -7,8 +7,9 @@ import pytest
 from baton.models import RunKind
 from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, OWNER_RULE, OWNER_RULES, Fault, FaultPlan, generate
 from baton.sim.runner import config_for, run_seed
-from baton.sim.scenarios import draw_lapsed_approval, draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for
-from baton.sim.sec27_plans import PLANS
+from baton.sim.scenarios import (APART_DRAWS, draw_apart, draw_downgrade_allowed, draw_lapsed_approval,
+                                  draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for)
+from baton.sim.sec27_plans import APART, PLANS
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
 
@@ -21,9 +22,25 @@ def test_the_draw_is_the_same_for_the_same_seed_and_keeps_the_random_faults() ->
         scenario = draw_scenario(seed, BOTH)
         added = len(scenario[1]) if scenario else 0
         rule, retired, lapsed = draw_owner_rule(seed), draw_retirement(seed), draw_lapsed_approval(seed)
-        assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None) + (lapsed is not None)
+        downgrade, apart = draw_downgrade_allowed(seed), draw_apart(seed, BOTH)
+        assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None) + (lapsed is not None) \
+            + (downgrade is not None) + len(apart)
         assert rule is None or rule in plan.faults
         assert retired is None or retired in plan.faults
+        assert downgrade is None or downgrade in plan.faults
+        assert set(apart) <= set(plan.faults)
+
+
+def test_the_plans_apart_are_drawn_on_their_own_streams_only_where_their_runs_are() -> None:
+    """Stop 32's draws (the allowed downgrade, the plans apart from `PLANS`) leave every other draw of a seed as it
+    was."""
+    assert set(APART_DRAWS) == set(APART)
+    for case_id in APART:
+        seeds = [seed for seed in range(300) if set(APART[case_id].plan.faults) <= set(draw_apart(seed, BOTH))]
+        assert 10 <= len(seeds) <= 50, (case_id, len(seeds))
+    assert all(draw_apart(seed, (RunKind.RESEARCH,)) == () for seed in range(100))
+    downgrades = [seed for seed in range(300) if draw_downgrade_allowed(seed) is not None]
+    assert 40 <= len(downgrades) <= 110
 
 
 def test_owner_rules_are_drawn_for_some_seeds_and_each_rule_is_drawn() -> None:

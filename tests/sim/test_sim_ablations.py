@@ -158,6 +158,49 @@ def test_stop31_schedules_break_an_outside_oracle_only_with_the_ablation_off(nam
     assert invariants_of(alone) == alone_breaks, alone.violations
 
 
+_DOWNGRADED = ('[{"arg": "downgrade_allowed", "at": 0, "kind": "owner_rule"}, {"arg": "5.0", "at": 1, "kind": "stall", '
+               '"on": "claim_operation"}, {"arg": "ceiling_lowered", "at": 20, "kind": "catalog_change"}]')
+_ENDED_MOVED = ('[{"arg": "verifier_lost_after_move", "at": 1, "kind": "catalog_change", '
+                '"on": "sealed:deploy:POSTCONDITION_VERIFIED"}, {"arg": "8.0", "at": 1, "kind": "hold", '
+                '"on": "sealed:deploy:POSTCONDITION_VERIFIED"}]')
+STOP32 = {
+    'authority-downgrade': (80, ('authority-ceiling', 'gateway-ceiling'), 'wrong_placement', set(), _DOWNGRADED),
+    'gateway-ceiling': (80, ('authority-ceiling', 'authority-downgrade'), 'wrong_placement', set(), _DOWNGRADED),
+    'authority-ceiling': (80, ('authority-downgrade', 'gateway-ceiling'), 'wrong_placement', set(), _DOWNGRADED),
+    'gate:checkpoint_not_resumable': (47, ('resume-terminal-guard',), 'I10', set(), _ENDED_MOVED),
+    'approval-check': (26, (), 'expired_approval', set(),
+        '[{"arg": "1000.0", "at": 1, "kind": "hold", "on": "sealed:deploy:COMMITTING"}]'),
+    'evidence-binding': (20, ('gate:runtime_changed',), 'unverified_effect', set(),
+        '[{"arg": "after", "at": 1, "kind": "crash", "on": "sealed:deploy:VERIFIED"}, '
+        '{"arg": "", "at": 1, "kind": "replan", "on": "sealed:deploy:VERIFIED"}]'),
+}
+"""Stop 32's new catches (docs/benchmarks-sim-ablations-stop32.json), in the same form as `STOP31`. The owner's allowed
+downgrade (`faults.DOWNGRADE_ALLOWED`) lets the move onto the lowered ceiling commit, downgraded; each of the three
+layers alone keeps the run from deploying there. The ended deploy run, its end unrecorded, is moved and its target
+made unfit before adoption (`catalog_faults.AFTER_MOVE`): with the gate's terminal refusal and the resume's guard off
+it never reports its end. The worker held at COMMITTING past its approval deploys only with the authority's approval check off
+(the approver's own record against the deploy service's, `baton.sim.oracles_approval`). A second writer at the deploy
+run's epoch seals VERIFIED over a re-planned spec (`faults.REPLAN`): with the evidence binding off (and the gate's
+`runtime_changed`, its companion) the moved run deploys a spec the deploy verifier never passed (its own record against
+the deploy service's, `baton.sim.oracles_verdicts`)."""
+
+
+@pytest.mark.parametrize("name", sorted(STOP32))
+def test_stop32_schedules_break_an_outside_oracle_only_with_the_ablation_off(name: str) -> None:
+    from baton.sim.oracles import outside_of
+
+    seed, companions, oracle, alone_breaks, schedule = STOP32[name]
+    plan = FaultPlan.from_json(schedule)
+    first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
+    assert oracle in outside_of(first.violations), first.violations
+    assert first.trail_hash == second.trail_hash
+    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+    alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH) if companions else protected
+    assert invariants_of(alone) == alone_breaks, alone.violations
+
+
 def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(monkeypatch: pytest.MonkeyPatch) -> None:
     """`attribute` on canned outcomes: Baton's own-records check alone never attributes; an outside oracle the
     companions also break does not either; one they do not break does (with every protection on clean)."""

@@ -542,8 +542,28 @@ def authority_after_handoff(
     A reduction is marked in `downgraded_from` and, when `events` and `run_id`
     are given, recorded as an AUTHORITY_DOWNGRADED event.
     """
-    level = AuthorityLevel.lesser(context.level, target_ceiling)
-    if level is context.level or is_ablated(Ablation.AUTHORITY_DOWNGRADE):
+    if is_ablated(Ablation.AUTHORITY_DOWNGRADE):
+        return context
+    return capped_authority(
+        context, target_ceiling, f"target ceiling {target_ceiling.value} is below {context.level.value}",
+        run_id=run_id, events=events, source_placement=source_placement, target_placement=target_placement, at=at,
+    )
+
+
+def capped_authority(
+    context: AuthorityContext,
+    ceiling: AuthorityLevel,
+    reason: str,
+    *,
+    run_id: str | None = None,
+    events: EventSink | None = None,
+    source_placement: str | None = None,
+    target_placement: str | None = None,
+    at: dt.datetime | None = None,
+) -> AuthorityContext:
+    """`context` reduced to `ceiling` if it is above it (marked in `downgraded_from`, recorded with `reason`)."""
+    level = AuthorityLevel.lesser(context.level, ceiling)
+    if level is context.level:
         return context
     origin = context.downgraded_from or context.level
     reduced = context.model_copy(update={"level": level, "downgraded_from": origin})
@@ -557,7 +577,7 @@ def authority_after_handoff(
                 target_placement=target_placement,
                 authority_before=context.level.value,
                 authority_after=level.value,
-                reason=f"target ceiling {target_ceiling.value} is below {context.level.value}",
+                reason=reason,
                 detail={"mutation_paused": not level.allows(AuthorityLevel.SANDBOX_MUTATE)},
             )
         )

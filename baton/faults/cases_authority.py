@@ -52,18 +52,15 @@ def capability_expired_in_hand(run: CaseRun, rig: Rig, notes: list[str]) -> None
     _held_past(run, rig, notes, "capability_issued", HELD_S, "the held capability to run out")
 
 
-DOWNGRADE_COMPANIONS = {
-    "gate:authority_downgraded": ("authority-downgrade", "gateway-ceiling", "authority-ceiling"),
-    "authority-downgrade": ("gateway-ceiling", "authority-ceiling"),
-    "gateway-ceiling": ("authority-downgrade", "authority-ceiling"),
-    "authority-ceiling": ("authority-downgrade", "gateway-ceiling"),
-}
-"""Three layers keep a run from acting above a placement's lowered ceiling, each enough alone: the resume's own
-downgrade of the run's authority to the target's ceiling, the authority's refusal to issue above the ceiling the
-store's catalog has at issue time, and the standing worker's gateway, which caps capabilities at the ceiling the
-catalog has at each resume; the gate's downgrade finding (which drops approvals for re-authorization) stands
-behind all three. Ablating one switches the others off with it. (`ceiling-lowered-downgrade-allowed` runs the
-script of `placement-ceiling-lowered`, `cases_gates`, under a handoff policy that allows the downgrade.)"""
+_CEILING_LAYERS = ("gate:authority_downgraded", "authority-downgrade", "gateway-ceiling", "authority-ceiling")
+DOWNGRADE_COMPANIONS = {layer: tuple(other for other in _CEILING_LAYERS if other != layer) for layer in _CEILING_LAYERS}
+"""Four layers keep a run from acting above a placement's lowered ceiling, each enough alone: the gate's downgrade
+finding (the committed move's decided ceiling, which the resume also caps the run's authority at, and which drops
+approvals for re-authorization), the resume's own downgrade of the run's authority to the target's ceiling as the
+catalog has it then, the authority's refusal to issue above the ceiling the store's catalog has at issue time, and
+the standing worker's gateway, which caps capabilities at the ceiling the catalog has at each resume. Ablating one
+switches the others off with it. (`ceiling-lowered-downgrade-allowed` runs the script of `placement-ceiling-lowered`,
+`cases_gates`, under a handoff policy that allows the downgrade.)"""
 
 FORBIDDEN_DOWNGRADE_COMPANIONS = {
     "gate:authority_downgrade_forbidden": ("authority-downgrade", "gateway-ceiling", "authority-ceiling"),

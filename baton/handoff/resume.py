@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from baton.ablation import Ablation, is_ablated
 from baton.approval_signing import verify_approval
 from baton.authority_keys import TrustedKeys
-from baton.authority import authority_after_handoff
+from baton.authority import authority_after_handoff, capped_authority
 from baton.checkpoints import RestoredRun, restore
 from baton.compat import HandoffDecision
 from baton.errors import ApprovalError, CheckpointIntegrityError, StaleEpochError
@@ -170,6 +170,15 @@ def prepare_resume(
         parts.authority, placement.authority_ceiling, run_id=run_id, events=recorded,
         source_placement=parts.placement.name, target_placement=placement.name, at=now,
     )
+    if decision is not None:
+        # The gate's ceiling binds too, each enough alone: a move judged at a lower ceiling never resumes above it,
+        # whatever the placement's ceiling reads now (raising it again takes a new decision).
+        authority = capped_authority(
+            authority, decision.authority_ceiling,
+            f"the handoff gate moved the run at ceiling {decision.authority_ceiling.value}, below {authority.level.value}",
+            run_id=run_id, events=recorded, source_placement=parts.placement.name, target_placement=placement.name,
+            at=now,
+        )
     reauthorize = authority.level != parts.authority.level or bool(decision and decision.requires_reauthorization)
     if reauthorize:
         authority = authority.model_copy(update={"approvals": ()})

@@ -1,17 +1,19 @@
 """`ceiling-lowered-downgrade-allowed`: a run moved, downgraded, to a placement whose ceiling was lowered never
-deploys from there; the gate's downgrade finding alone (the resume's downgrade switched off) is not what holds.
+deploys from there; each of the four ceiling layers alone holds.
 
-The companion of `test_ablations`: there `authority-downgrade` (and
-`gate:authority_downgraded` with it as companion) lets the moved run deploy at
-EXTERNAL_MUTATE from the lowered placement (oracle `wrong_placement`, from the
-deploy service's presented log and the operator's record). Here, with every
-protection on, or with only the gate's reason switched off, the deploy service
-admits nothing for the run.
+The companion of `test_ablations`: there each layer, with the other three as
+companions, lets the moved run deploy at EXTERNAL_MUTATE from the lowered
+placement (oracle `wrong_placement`, from the deploy service's presented log
+and the operator's record). Here, with every protection on, or with any one
+layer left alone, the deploy service admits nothing for the run.
 
 The target placement's worker is started before the ceiling is lowered. This
 test failed before the executor read its placement from the catalog at each
 resume (`RunExecutor.placement_of`): it resumed with its start-up copy of the
 placement, whose ceiling still allowed deploying, and the deployment landed.
+The gate's layer stood behind the others only until the resume also capped the
+run's authority at the committed move's decided ceiling (stop 32): before, with
+the other three off, the moved run deployed whatever the gate had found.
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ def test_the_downgraded_run_never_deploys_from_the_lowered_placement(off: tuple[
     assert _lines(deploy / "deployments.jsonl") == [] and _lines(deploy / "presented.jsonl") == []
 
 
-@pytest.mark.parametrize("off", [("authority-downgrade", "authority-ceiling"), ("authority-downgrade", "gateway-ceiling")],
-                         ids=["gateway-cap-alone", "authority-ceiling-alone"])
+@pytest.mark.parametrize("off", [("authority-downgrade", "authority-ceiling", "gate:authority_downgraded"),
+                                 ("authority-downgrade", "gateway-ceiling", "gate:authority_downgraded"),
+                                 ("authority-downgrade", "gateway-ceiling", "authority-ceiling")],
+                         ids=["gateway-cap-alone", "authority-ceiling-alone", "gate-ceiling-alone"])
 def test_each_cap_alone_keeps_the_undowngraded_run_from_deploying(off: tuple[str, ...], tmp_path: Path) -> None:
-    """With the resume's downgrade off the run keeps EXTERNAL_MUTATE on the lowered placement. Either remaining layer
-    alone refuses its deployment before the target: the standing worker's gateway, which took the lowered ceiling
-    from the catalog at the resume, or the authority, which reads the ceiling from the store's catalog when asked."""
+    """With the resume's own downgrade off, any one remaining layer alone keeps the run from deploying: the standing
+    worker's gateway, which took the lowered ceiling from the catalog at the resume; the authority, which reads the
+    ceiling from the store's catalog when asked; or the gate, whose decided ceiling the resume caps authority at."""
     with ablation_env(*off):
         result = run_case(CASES[CASE], "baton", 0, tmp_path)
     assert result.error is None and result.violated == [], (result.answers, result.notes)
@@ -63,8 +67,7 @@ def test_each_cap_alone_keeps_the_undowngraded_run_from_deploying(off: tuple[str
 def test_the_case_lets_the_policy_allow_the_downgrade_and_names_its_companion() -> None:
     case = CASES[CASE]
     assert case.handoff_policy == {"allow_authority_downgrade": True}
-    layers = {"authority-downgrade", "gateway-ceiling", "authority-ceiling"}
-    assert set(isolated_companions(case, ("gate:authority_downgraded",))) == layers
+    layers = {"gate:authority_downgraded", "authority-downgrade", "gateway-ceiling", "authority-ceiling"}
     for layer in layers:
         assert set(isolated_companions(case, (layer,))) == layers - {layer}
 

@@ -164,9 +164,14 @@ _ENDED_MOVED = ('[{"arg": "verifier_lost_after_move", "at": 1, "kind": "catalog_
                 '"on": "sealed:deploy:POSTCONDITION_VERIFIED"}, {"arg": "8.0", "at": 1, "kind": "hold", '
                 '"on": "sealed:deploy:POSTCONDITION_VERIFIED"}]')
 STOP32 = {
-    'authority-downgrade': (80, ('authority-ceiling', 'gateway-ceiling'), 'wrong_placement', set(), _DOWNGRADED),
-    'gateway-ceiling': (80, ('authority-ceiling', 'authority-downgrade'), 'wrong_placement', set(), _DOWNGRADED),
-    'authority-ceiling': (80, ('authority-downgrade', 'gateway-ceiling'), 'wrong_placement', set(), _DOWNGRADED),
+    'authority-downgrade': (80, ('authority-ceiling', 'gate:authority_downgraded', 'gateway-ceiling'), 'wrong_placement',
+                            set(), _DOWNGRADED),
+    'gateway-ceiling': (80, ('authority-ceiling', 'authority-downgrade', 'gate:authority_downgraded'), 'wrong_placement',
+                        set(), _DOWNGRADED),
+    'authority-ceiling': (80, ('authority-downgrade', 'gate:authority_downgraded', 'gateway-ceiling'), 'wrong_placement',
+                          set(), _DOWNGRADED),
+    'gate:authority_downgraded': (80, ('authority-ceiling', 'authority-downgrade', 'gateway-ceiling'), 'wrong_placement',
+                                  set(), _DOWNGRADED),
     'gate:checkpoint_not_resumable': (47, ('resume-terminal-guard',), 'I10', set(), _ENDED_MOVED),
     'approval-check': (26, (), 'expired_approval', set(),
         '[{"arg": "1000.0", "at": 1, "kind": "hold", "on": "sealed:deploy:COMMITTING"}]'),
@@ -176,7 +181,8 @@ STOP32 = {
 }
 """Stop 32's new catches (docs/benchmarks-sim-ablations-stop32.json), in the same form as `STOP31`. The owner's allowed
 downgrade (`faults.DOWNGRADE_ALLOWED`) lets the move onto the lowered ceiling commit, downgraded; each of the three
-layers alone keeps the run from deploying there. The ended deploy run, its end unrecorded, is moved and its target
+layers alone keeps the run from deploying there, and so does the gate's decided ceiling, which the resume caps the run's
+authority at since stop 32 (before, the gate's finding was attributable to nothing: its companions alone deployed). The ended deploy run, its end unrecorded, is moved and its target
 made unfit before adoption (`catalog_faults.AFTER_MOVE`): with the gate's terminal refusal and the resume's guard off
 it never reports its end. The worker held at COMMITTING past its approval deploys only with the authority's approval check off
 (the approver's own record against the deploy service's, `baton.sim.oracles_approval`). A second writer at the deploy

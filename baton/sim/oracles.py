@@ -674,11 +674,18 @@ def moved_onto_a_changed_catalog(records: SimRecords) -> list[str]:
     return found
 
 
+STATE_LEFT_DOMAIN = "state_left_domain"
+"""The owner's rule broken by its run's state leaving the trust domain it was created in: named apart from the
+placement rules (`owner_rule`) because it is a harm of its own. A run kept on an unattested source breaks the
+attestation rule where it stands; only a move takes its state out of its domain."""
+
+
 def owner_rule_kept(records: SimRecords) -> list[str]:
     """No target accepted a mutation of a run from an owner moved (reserved), by the operator's inventory and its
     record of changes, onto a placement that breaks the rule the run's owner set before launching it (its own
-    record, `baton.sim.faults.OWNER_RULES_FILE`): another region or provider than the one it keeps the run to, out
-    of the trust domain its state was created in, without attested hardware, or without the data scope."""
+    record, `baton.sim.faults.OWNER_RULES_FILE`): another region or provider than the one it keeps the run to,
+    without attested hardware, or without the data scope (`owner_rule`), or out of the trust domain its state was
+    created in (`STATE_LEFT_DOMAIN`)."""
     from baton.sim.faults import INVENTORY_FILE, OWNER_RULES_FILE
 
     rules_path, inventory_path = records.root / OWNER_RULES_FILE, records.root / INVENTORY_FILE
@@ -703,8 +710,8 @@ def owner_rule_kept(records: SimRecords) -> list[str]:
                 found.append(f"owner_rule: {said}, in {key} {facts.get(key)}; the owner keeps the run in {kept}")
         domain = rule.get("trust_domain")
         if domain is not None and [facts.get("region"), facts.get("provider")] != list(domain):
-            found.append(f"owner_rule: {said}, in ({facts.get('region')}, {facts.get('provider')}); the run's state "
-                         f"may not leave ({domain[0]}, {domain[1]})")
+            found.append(f"{STATE_LEFT_DOMAIN}: {said}, in ({facts.get('region')}, {facts.get('provider')}); the run's "
+                         f"state may not leave ({domain[0]}, {domain[1]})")
         if rule.get("attested_hardware") and facts.get("hardware_attested") is not True:
             found.append(f"owner_rule: {said}, which the operator lists as not hardware-attested; the owner "
                          "requires attested hardware")

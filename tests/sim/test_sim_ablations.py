@@ -86,7 +86,7 @@ STOP30 = {
         '[{"arg": "same_region", "at": 0, "kind": "owner_rule"}, {"arg": "browser_pool_drained", "at": 14, "kind": "handoff"}, {"arg": "12.0", "at": 17, "kind": "stall"}]'),
     'gate:provider_change_forbidden': (33, (), 'owner_rule',
         '[{"arg": "same_provider", "at": 0, "kind": "owner_rule"}, {"arg": "ceiling_lowered", "at": 19, "kind": "catalog_change"}]'),
-    'gate:non_exportable_state': (7, (), 'owner_rule',
+    'gate:non_exportable_state': (7, (), 'state_left_domain',
         '[{"arg": "non_exportable", "at": 0, "kind": "owner_rule"}, {"arg": "older_release_retired", "at": 17, "kind": "catalog_change"}]'),
     'gate:hardware_attestation_missing': (4, (), 'owner_rule',
         '[{"arg": "unsafe", "at": 0, "kind": "owner_rule"}]'),
@@ -173,6 +173,8 @@ STOP32 = {
     'gate:authority_downgraded': (80, ('authority-ceiling', 'authority-downgrade', 'gateway-ceiling'), 'wrong_placement',
                                   set(), _DOWNGRADED),
     'gate:checkpoint_not_resumable': (47, ('resume-terminal-guard',), 'I10', set(), _ENDED_MOVED),
+    'gate:migration_unsafe': (10, ('gate:hardware_attestation_missing', 'gate:non_exportable_state'), 'state_left_domain',
+                              {'owner_rule'}, '[{"arg": "unsafe", "at": 0, "kind": "owner_rule"}, {"arg": "older_release_retired", "at": 14, "kind": "catalog_change"}]'),
     'approval-check': (26, (), 'expired_approval', set(),
         '[{"arg": "1000.0", "at": 1, "kind": "hold", "on": "sealed:deploy:COMMITTING"}]'),
     'evidence-binding': (20, ('gate:runtime_changed',), 'unverified_effect', set(),
@@ -188,7 +190,10 @@ it never reports its end. The worker held at COMMITTING past its approval deploy
 (the approver's own record against the deploy service's, `baton.sim.oracles_approval`). A second writer at the deploy
 run's epoch seals VERIFIED over a re-planned spec (`faults.REPLAN`): with the evidence binding off (and the gate's
 `runtime_changed`, its companion) the moved run deploys a spec the deploy verifier never passed (its own record against
-the deploy service's, `baton.sim.oracles_verdicts`)."""
+the deploy service's, `baton.sim.oracles_verdicts`). The run whose owner wants both attested hardware and its state
+kept in its trust domain, with the gate's two per-target findings off, works on its unattested source (`owner_rule`);
+only with the sealed MIGRATION_UNSAFE class ignored too is it moved, and its state leaves its domain
+(`state_left_domain`, named apart from `owner_rule` since stop 32 so the two harms are told apart)."""
 
 
 @pytest.mark.parametrize("name", sorted(STOP32))

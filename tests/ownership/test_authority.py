@@ -15,6 +15,7 @@ import pytest
 from baton.authority import (
     AuthorityService,
     authority_after_handoff,
+    capped_authority,
     may_perform,
 )
 from baton.checker import check
@@ -207,6 +208,25 @@ def test_authority_after_handoff_is_the_lesser_and_a_downgrade_is_recorded(store
     again = authority_after_handoff(reduced, L.OBSERVE, run_id=run_id, events=store)
     assert again.level is L.OBSERVE and again.downgraded_from is L.EXTERNAL_MUTATE
     assert len(store.list_events(run_id, event_types=[EventType.AUTHORITY_DOWNGRADED])) == 2
+
+
+def test_the_gates_ceiling_caps_authority_even_with_the_resumes_downgrade_switched_off(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`capped_authority` is the gate's cap at the resume: it has no switch of its own, so it holds where the resume's
+    own downgrade (`authority-downgrade`) is off, and it records its own reason."""
+    from baton.ablation import Ablation
+
+    monkeypatch.setenv("BATON_ABLATE", Ablation.AUTHORITY_DOWNGRADE.value)
+    run_id = new_run(store)
+    held = context(NOW, level=L.EXTERNAL_MUTATE)
+    assert authority_after_handoff(held, L.SANDBOX_MUTATE, run_id=run_id, events=store) is held  # switched off
+    capped = capped_authority(held, L.SANDBOX_MUTATE, "the gate decided SANDBOX_MUTATE", run_id=run_id, events=store,
+                              at=NOW)
+    assert capped.level is L.SANDBOX_MUTATE and capped.downgraded_from is L.EXTERNAL_MUTATE
+    (event,) = [e for _, e in store.list_events(run_id, event_types=[EventType.AUTHORITY_DOWNGRADED])]
+    assert event.reason == "the gate decided SANDBOX_MUTATE"
+    assert capped_authority(capped, L.EXTERNAL_MUTATE, "never widened") is capped
 
 
 # --- at the gateway ------------------------------------------------------------------------------

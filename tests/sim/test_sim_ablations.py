@@ -141,23 +141,6 @@ the target refused it), which attributes nothing; with only `reconcile-before-re
 without asking (`I4`) but the deploy service's own idempotency keeps one deployment (no `I1`)."""
 
 
-@pytest.mark.parametrize("name", sorted(STOP31))
-def test_stop31_schedules_break_an_outside_oracle_only_with_the_ablation_off(name: str) -> None:
-    from baton.sim.oracles import outside_of
-
-    seed, companions, oracle, alone_breaks, schedule = STOP31[name]
-    plan = FaultPlan.from_json(schedule)
-    first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
-    second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
-    assert oracle in outside_of(first.violations), first.violations
-    assert first.trail_hash == second.trail_hash
-    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
-    assert protected.ok, protected.violations
-    alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH) if companions else protected
-    assert oracle not in outside_of(alone.violations), alone.violations
-    assert invariants_of(alone) == alone_breaks, alone.violations
-
-
 _DOWNGRADED = ('[{"arg": "downgrade_allowed", "at": 0, "kind": "owner_rule"}, {"arg": "5.0", "at": 1, "kind": "stall", '
                '"on": "claim_operation"}, {"arg": "ceiling_lowered", "at": 20, "kind": "catalog_change"}]')
 _ENDED_MOVED = ('[{"arg": "verifier_lost_after_move", "at": 1, "kind": "catalog_change", '
@@ -196,11 +179,15 @@ only with the sealed MIGRATION_UNSAFE class ignored too is it moved, and its sta
 (`state_left_domain`, named apart from `owner_rule` since stop 32 so the two harms are told apart)."""
 
 
-@pytest.mark.parametrize("name", sorted(STOP32))
-def test_stop32_schedules_break_an_outside_oracle_only_with_the_ablation_off(name: str) -> None:
+PINS = {"stop31": STOP31, "stop32": STOP32}
+"""Every pinned catch since the outside-oracle attribution rule (stop 31), by the stop that pinned it."""
+
+
+@pytest.mark.parametrize(("stop", "name"), [(stop, name) for stop, pins in PINS.items() for name in sorted(pins)])
+def test_pinned_schedules_break_an_outside_oracle_only_with_the_ablation_off(stop: str, name: str) -> None:
     from baton.sim.oracles import outside_of
 
-    seed, companions, oracle, alone_breaks, schedule = STOP32[name]
+    seed, companions, oracle, alone_breaks, schedule = PINS[stop][name]
     plan = FaultPlan.from_json(schedule)
     first = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
     second = run_seed(seed, 0, (name, *companions), plan=plan, kinds=BOTH)
@@ -209,6 +196,7 @@ def test_stop32_schedules_break_an_outside_oracle_only_with_the_ablation_off(nam
     protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
     assert protected.ok, protected.violations
     alone = run_seed(seed, 0, companions, plan=plan, kinds=BOTH) if companions else protected
+    assert oracle not in outside_of(alone.violations), alone.violations
     assert invariants_of(alone) == alone_breaks, alone.violations
 
 

@@ -201,6 +201,33 @@ def test_stop32_schedules_break_an_outside_oracle_only_with_the_ablation_off(nam
     assert invariants_of(alone) == alone_breaks, alone.violations
 
 
+STOP32_SCHEMA = {
+    'gate:schema_transform_required': (78, 'unfit_placement', 'sha256:0a41d5e687f938518a88d9842c1ea1240861acce90dc6b1e66c03ffdc7dd3e69',
+        '[{"arg": "", "at": 0, "kind": "legacy_import"}]'),
+    'gate:schema_transform_forbidden': (28, 'unfit_placement', 'sha256:0389a647fd500818c55b8228b6dd3c2aa28ffb0bc6ecd7696dc98e6a348961d2',
+        '[{"arg": "no_transform", "at": 0, "kind": "legacy_import"}]'),
+}
+"""Stop 32's schema plan (docs/benchmarks-sim-ablations-stop32b.json): the ablation (no companions), its first seed,
+the outside oracle, the trail hash of the shrunk schedule with it off, the shrunk schedule. The operator imports the
+deploy run an older Baton sealed at schema 2 onto local-gpu-eu and moves it to cloud-eu, whose workers read only schema
+3 (`baton.sim.legacy_import`); with the gate reason off the cloud-eu worker restores the schema 2 state and the deploy
+service accepts its deployment (the workers' restore record against the operator's, `baton.sim.oracles_restore`)."""
+
+
+@pytest.mark.parametrize("name", sorted(STOP32_SCHEMA))
+def test_stop32_schema_schedules_break_an_outside_oracle_only_with_the_gate_reason_off(name: str) -> None:
+    from baton.sim.oracles import outside_of
+
+    seed, oracle, trail_hash, schedule = STOP32_SCHEMA[name]
+    plan = FaultPlan.from_json(schedule)
+    first = run_seed(seed, 0, (name,), plan=plan, kinds=BOTH)
+    second = run_seed(seed, 0, (name,), plan=plan, kinds=BOTH)
+    assert outside_of(first.violations) == {oracle}, first.violations
+    assert first.trail_hash == second.trail_hash == trail_hash
+    protected = run_seed(seed, 0, plan=plan, kinds=BOTH)
+    assert protected.ok, protected.violations
+
+
 def test_attribution_counts_only_outside_oracles_the_companions_do_not_break(monkeypatch: pytest.MonkeyPatch) -> None:
     """`attribute` on canned outcomes: Baton's own-records check alone never attributes; an outside oracle the
     companions also break does not either; one they do not break does (with every protection on clean)."""

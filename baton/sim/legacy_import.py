@@ -23,6 +23,7 @@ from pathlib import Path
 from baton.bundle import export_run
 from baton.bundle_admission import import_bundle
 from baton.clock import Clock
+from baton.errors import BundleError, NonExportableStateError
 from baton.faults.cases_schema import legacy_form
 from baton.models import Placement
 from baton.runtime.launch import RunSpec, launch_run
@@ -77,10 +78,16 @@ def record_schemas_read(root: Path, placements: tuple[Placement, ...]) -> None:
 
 
 def import_legacy(store: SqlStore, blobs: Blobs, spec: RunSpec, root: Path, clock: Clock,
-                  placements: tuple[Placement, ...]) -> str:
-    """The operator's import of the older site's bundle for `spec`'s run onto `SOURCE`; what it did, in words."""
+                  placements: tuple[Placement, ...]) -> tuple[bool, str]:
+    """The operator's import of the older site's bundle for `spec`'s run onto `SOURCE`: whether the run was imported,
+    and what happened, in words. An export the older site refuses (state the owner declared non-exportable) or an
+    import the bundle's constraints refuse there (attested hardware) writes nothing; the operator then launches the run
+    here instead."""
     record_schemas_read(root, placements)
-    bundle = older_site_bundle(spec, root, clock, getattr(store, "name", "sim"))
     source = next(p for p in placements if p.name == SOURCE)
-    report = import_bundle(store, blobs, bundle, placement=source)
-    return f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"
+    try:
+        bundle = older_site_bundle(spec, root, clock, getattr(store, "name", "sim"))
+        report = import_bundle(store, blobs, bundle, placement=source)
+    except (BundleError, NonExportableStateError) as exc:
+        return False, f"export or import of {spec.run_id} onto {SOURCE} refused: {type(exc).__name__}"
+    return True, f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"

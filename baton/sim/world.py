@@ -545,10 +545,13 @@ class World:
             if rules and kind in RULED_KINDS:
                 owner_rules[run_id] = self._owner_rule(rules, spec.placement)
                 (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
+            imported = False
             if legacy is not None and kind is RunKind.DEPLOY:  # started by an older site; the operator imports it
                 self.fired.append(legacy)
-                self.sched.record(legacy_import.import_legacy(self.store, self.blobs, spec, self.root, self.sched,
-                                                              self.placements))
+                imported, note = legacy_import.import_legacy(self.store, self.blobs, spec, self.root, self.sched,
+                                                             self.placements)
+                self.sched.record(note)
+            if imported:
                 self.import_moves.append(run_id)
             else:
                 launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)

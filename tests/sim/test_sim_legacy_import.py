@@ -102,3 +102,15 @@ def test_the_draw_is_on_its_own_stream_and_skips_the_pinned_first_seeds() -> Non
     assert draw_legacy_import(28, BOTH) == Fault(LEGACY_IMPORT, 0, NO_TRANSFORM)
     assert draw_legacy_import(78, BOTH) == Fault(LEGACY_IMPORT, 0, "")
     assert draw_legacy_import(28, (RunKind.RESEARCH,)) is None  # no deploy run to import
+
+
+def test_an_import_the_runs_constraints_refuse_leaves_the_run_launched_here() -> None:
+    """The owner's rule asks for attested hardware: the bundle may not be imported onto local-gpu-eu, nothing of it is
+    written, and the operator launches the run here instead (no move)."""
+    plan = FaultPlan((Fault("owner_rule", 0, "attested"), Fault(LEGACY_IMPORT, 0)))
+    outcome = run_seed(1, 0, plan=plan, kinds=BOTH, keep_trail=True)
+    assert outcome.ok, outcome.violations
+    trail = outcome.trail or []
+    assert any("export or import of sim1-deploy-0 onto local-gpu-eu refused: BundlePlacementError" in line
+               for line in trail)
+    assert not any("operator's move" in line for line in trail)

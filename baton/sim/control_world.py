@@ -207,7 +207,8 @@ class ControlWorld(World):
     # -- launching: the runs `World.launch` would launch -----------------------------------------------------
 
     def launch(self) -> None:
-        self.skipped.extend(f for f in self.plan.faults if f.kind == "owner_rule")  # no gate, no policy to set
+        # no gate, no policy to set; no Baton bundle to import (`legacy_import`)
+        self.skipped.extend(f for f in self.plan.faults if f.kind in ("owner_rule", "legacy_import"))
         for run_id, kind, placement, task_input in self.workload():
             task = {"kind": kind.value, **task_input}
             self.transcripts[run_id] = [seal(new_transcript(run_id, task, {"model_calls": None}, self.mode), self.mode)]

@@ -19,6 +19,7 @@ the same thing whenever it is replayed (and after shrinking):
 | catalog_change  | the n-th store write by a worker      | a sec.-27 catalog case (`baton.sim.catalog_faults`) |
 | owner_rule      | - (0: in force from the launch)       | the run owner's rule (`OWNER_RULES`)|
 | replan          | the n-th store write by a worker      | - (a second writer re-plans the deploy run at VERIFIED) |
+| legacy_import   | - (0: at the launch)                  | the fleet's policy on schema transforms (`""` allows, `no_transform`) |
 
 A write fault may name a store call in `on`: its `at` then counts only the workers' writes of that call (`on:
 claim_operation`, at 1: the first claim of a side effect in the world, wherever other runs' writes fall).
@@ -49,6 +50,10 @@ candidate is a re-planned spec nobody verified (`baton.faults.cases_binding.repl
 first spec's passing verdict. The SDK never seals such a checkpoint; it comes from outside it, sealed with a good hash,
 chain and epoch. Never drawn by `generate`; a plan names it (`baton.sim.sec27_plans.APART`).
 
+`legacy_import` (`baton.sim.legacy_import`): the deploy run was started by an older Baton (checkpoint schema 2) and
+exported; the operator imports the bundle onto local-gpu-eu and moves the run to cloud-eu before any worker here
+seals it again. Never drawn by `generate`; the swarm mix adds it on its own stream (`scenarios.draw_legacy_import`).
+
 `owner_rule` is not an event but a standing rule the runs' owner set before launching them, as a deployment's run
 owner does: keep the run in the region (`same_region`) or with the provider (`same_provider`) of the placement it
 was launched on (the fleet's handoff policy then sets `require_same_region` / `require_same_provider`, as the live
@@ -72,6 +77,7 @@ from dataclasses import dataclass
 
 from baton.chaos import ChaosReason
 from baton.sim.catalog_faults import CATALOG_CHANGE, SUBKINDS
+from baton.sim.legacy_import import LEGACY_IMPORT
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 MESSAGE_KINDS = ("drop_request", "drop_response", "duplicate", "delay")
@@ -100,7 +106,7 @@ SEALED = "sealed:"
 WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD, REPLAN)
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
-KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE, REPLAN)
+KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE, REPLAN, LEGACY_IMPORT)
 PLANTED_KEY = "AKIAZ7BATONSIMULATE1"
 """The credential `doc_secret` plants: AWS access-key form, 'AKIA' and 16 of [0-9A-Z]."""
 PLANTED_FILE = "planted-secrets.json"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from baton.sim import oracles_approval, oracles_browser, oracles_verdicts
+from baton.sim import oracles_approval, oracles_browser, oracles_restore, oracles_verdicts
 from baton.sim.faults import PLANTED_FILE
 from baton.sim.network import Message
 from baton.sim.oracles_coding import CODING_ORACLES
@@ -771,6 +771,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     *oracles_browser.ORACLES,
     *oracles_approval.ORACLES,
     *oracles_verdicts.ORACLES,
+    *oracles_restore.ORACLES,
 )
 
 OWN_RECORDS: frozenset[str] = frozenset({OWN_RECORDS_I2})

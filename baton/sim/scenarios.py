@@ -16,6 +16,7 @@ import random
 from baton.models import RunKind
 from baton.sim.catalog_faults import CATALOG_CHANGE, RETIRED
 from baton.sim.faults import APPROVAL_LAPSED, DOWNGRADE_ALLOWED, OWNER_RULE, OWNER_RULES, WRITE_KINDS, Fault, FaultPlan, generate
+from baton.sim.legacy_import import LEGACY_IMPORT, NO_TRANSFORM
 from baton.sim.sec27_plans import APART, PLANS, Sec27Plan
 
 SCENARIO_SHARE = 0.5
@@ -34,6 +35,10 @@ APART_DRAWS: dict[str, tuple[str, float]] = {
 """Each plan of `sec27_plans.APART` -> the name of its own stream and the share of seeds that draw it (in a world
 with its runs). Stop 32's; the names were chosen so that the seeds drawing them leave the first seeds stop 31's sweep
 caught each ablation at as they were (seed 197 draws `ended_run_moved`)."""
+LEGACY_STREAM, LEGACY_SHARE = "legacy_imported", 0.05
+"""The stream and share of seeds (in a world with a deploy run) whose deploy run an older Baton started and the
+operator imports (`faults.LEGACY_IMPORT`). Stop 32's schema plan; the name was chosen so that no seed below 24, nor
+seed 30, nor any first seed of stop 31's and stop 32's sweeps draws it (the first seeds that do: 28, 38, 57)."""
 PROVIDER_SHARE = 0.2
 """The share of seeds in which, on its own stream, the provider retires the runs' release (model-v7) mid-run."""
 PROVIDER_SPAN = 24
@@ -91,6 +96,13 @@ def draw_downgrade_allowed(seed: int) -> Fault | None:
     return Fault(OWNER_RULE, 0, DOWNGRADE_ALLOWED) if drawn else None
 
 
+def draw_legacy_import(seed: int, kinds: tuple[RunKind, ...]) -> Fault | None:
+    """The operator's import of an older site's deploy run in seed `seed`'s world (`faults.LEGACY_IMPORT`), under a
+    fleet policy that allows or forbids schema transforms (drawn on the same stream), or None."""
+    rng = _own_stream(LEGACY_STREAM, seed, LEGACY_SHARE) if RunKind.DEPLOY in kinds else None
+    return None if rng is None else Fault(LEGACY_IMPORT, 0, rng.choice(("", NO_TRANSFORM)))
+
+
 def draw_apart(seed: int, kinds: tuple[RunKind, ...]) -> tuple[Fault, ...]:
     """The faults of the plans of `sec27_plans.APART` seed `seed` draws, each on its own stream (`APART_DRAWS`)."""
     drawn: list[Fault] = []
@@ -103,7 +115,7 @@ def draw_apart(seed: int, kinds: tuple[RunKind, ...]) -> tuple[Fault, ...]:
 
 def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
     """`count` random faults of `seed` (`baton.sim.faults.generate`) plus the scenario it draws, if any, and the
-    owner's rule, the provider's release retirement, the owner's lapsed approval, its allowed downgrade and the plans apart (`draw_apart`) it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
+    owner's rule, the provider's release retirement, the owner's lapsed approval, its allowed downgrade, the operator's import of an older site's run (`draw_legacy_import`) and the plans apart (`draw_apart`) it draws, if any (none when `count` is 0: a fault-free world stays fault-free)."""
     plan = generate(seed, count)
     scenario = draw_scenario(seed, kinds) if count > 0 else None
     rule = draw_owner_rule(seed) if count > 0 else None
@@ -111,8 +123,9 @@ def mixed(seed: int, count: int, kinds: tuple[RunKind, ...]) -> FaultPlan:
     lapsed = draw_lapsed_approval(seed) if count > 0 else None
     downgrade = draw_downgrade_allowed(seed) if count > 0 else None
     apart = draw_apart(seed, kinds) if count > 0 else ()
+    legacy = draw_legacy_import(seed, kinds) if count > 0 else None
     extra = (*(scenario[1] if scenario is not None else ()),
-             *(f for f in (rule, retired, lapsed, downgrade) if f is not None), *apart)
+             *(f for f in (rule, retired, lapsed, downgrade, legacy) if f is not None), *apart)
     if not extra:
         return plan
     return FaultPlan(tuple(sorted((*plan.faults, *extra), key=lambda f: (f.at, f.kind, f.arg))))

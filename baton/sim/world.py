@@ -39,7 +39,7 @@ from baton.compat import MigrationApproval
 from baton.gateway import MutationGateway
 from baton.faults.cases_binding import REPLANNED_VERSION, replanned_spec
 from baton.faults.replan_side import append_unverified_replan
-from baton.handoff.coordinator import HandoffRequest, reserved_owner
+from baton.handoff.coordinator import HandoffRequest, HandoffStatus, reserved_owner
 from baton.lifecycle import TERMINAL  # noqa: F401 - documents what "ended" means to the agents
 from baton.models import AuthorityLevel, Placement, PortabilityConstraints, RunKind
 from baton.placements import DEFAULT_PLACEMENTS
@@ -50,7 +50,7 @@ from baton.runtime.launch import RunSpec, launch_run
 from baton.runtime.services import RuntimeServices
 from baton.runtime.tools import read_only_tools
 from baton.runtime.worker import worker_owner
-from baton.sim import browser_world, catalog_faults, faults
+from baton.sim import browser_world, catalog_faults, faults, legacy_import
 from baton.sim.approver import APPROVER_FILE, RecordingApprover
 from baton.sim.coding_twin import CodingTwin
 from baton.sim.faults import Fault, FaultPlan
@@ -306,9 +306,11 @@ class World:
         """The owner's change to the fleet policy (`owner_rule`: same region, same provider)."""
         self.constraint_update: dict[str, Any] = {}
         """The owner's portability constraints on every run (`owner_rule`: trust domain, attestation, data scope)."""
+        self.import_moves: list[str] = []
+        """Runs the operator imported (`legacy_import`) and is to move at the coordinator's first poll."""
         for record in (catalog_faults.OPERATOR_FILE, catalog_faults.OWNER_FILE, catalog_faults.BILL_FILE,
                        faults.PLANTED_FILE, faults.OWNER_RULES_FILE, faults.INVENTORY_FILE, faults.APPROVALS_FILE,
-                       APPROVER_FILE):
+                       APPROVER_FILE, legacy_import.SCHEMAS_FILE):
             (root / record).unlink(missing_ok=True)  # the process's directory is reused world after world
         (root / catalog_faults.BILL_FILE).parent.mkdir(parents=True, exist_ok=True)
         self.lease_history: list[tuple[float, str, str | None, int]] = []
@@ -522,6 +524,9 @@ class World:
         owner_rules: dict[str, dict[str, Any]] = {}
         if rules:
             self._declare_rules(rules)
+        legacy = next((f for f in self.plan.faults if f.kind == faults.LEGACY_IMPORT), None)
+        if legacy is not None and legacy.arg == legacy_import.NO_TRANSFORM:
+            self.policy_update = {**self.policy_update, "allow_schema_transform": False}
         for run_id, kind, placement, task_input in self.workload():
             index = len(self.run_ids)
             authority = AuthorityLevel.EXTERNAL_MUTATE if kind is RunKind.DEPLOY else AuthorityLevel.SANDBOX_MUTATE
@@ -540,7 +545,16 @@ class World:
             if rules and kind in RULED_KINDS:
                 owner_rules[run_id] = self._owner_rule(rules, spec.placement)
                 (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
-            launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
+            imported = False
+            if legacy is not None and kind is RunKind.DEPLOY:  # started by an older site; the operator imports it
+                self.fired.append(legacy)
+                imported, note = legacy_import.import_legacy(self.store, self.blobs, spec, self.root, self.sched,
+                                                             self.placements)
+                self.sched.record(note)
+            if imported:
+                self.import_moves.append(run_id)
+            else:
+                launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
             self.run_ids.append(run_id)
             self.kind_of[run_id] = kind.value
             self.launch_authority[run_id] = spec.authority
@@ -639,6 +653,8 @@ class World:
         corpus = fences[1]
         coordinator = self._coordinator(fences)
         tried: dict[str, float] = {}
+        for run_id in self._take(self.import_moves):
+            self._move_imported(coordinator, run_id)
         while not self.settled():
             for fault in self._take(self.handoff_queue):
                 self._chaos_handoff(coordinator, fault)
@@ -660,6 +676,24 @@ class World:
                 tried[run_id] = self.sched.elapsed_s
                 self._handoff(coordinator, request)
             self.sched.sleep(self.config.poll_s)
+
+    def _move_imported(self, coordinator: Any, run_id: str) -> None:
+        """The operator moves the run it imported (`legacy_import`) to cloud-eu; if that does not commit, it has the
+        run resumed where it imported it."""
+        rebalance = ChaosReason.SCHEDULER_REBALANCE.handoff_reason
+        for request in (HandoffRequest(run_id=run_id, reason=rebalance, preferred_targets=(legacy_import.TARGET,),
+                                       source_alive=False),
+                        HandoffRequest(run_id=run_id, reason=rebalance, preferred_targets=(legacy_import.SOURCE,),
+                                       source_alive=False, allow_same_placement=True)):
+            try:
+                outcome = coordinator.handoff(request)
+            except Exception as exc:  # noqa: BLE001 - the operator tries the next move
+                self.sched.record(f"operator's move of {run_id} raised {type(exc).__name__}")
+                continue
+            self.sched.record(f"operator's move of {run_id}: {outcome.status.value} {outcome.target_placement} "
+                              f"{outcome.abort_reason or ''}")
+            if outcome.status is HandoffStatus.COMMITTED:
+                return
 
     def recovery(self, request: HandoffRequest, why: str) -> HandoffRequest | None:
         """The move the world's strategy makes of `request` (`why`: `lapsed`, `chaos` or `catalog`); None: no move now.
@@ -851,7 +885,8 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
     ablated = ablation_env(*config.ablate) if config.ablate else contextlib.nullcontext()
     try:
         with ablated, seeded_uuid4(config.seed), browser_world.seeded_tokens(config.seed), _quiet(), \
-                _billed(root / catalog_faults.BILL_FILE), _verdicts_recorded(root / VERDICTS_FILE):
+                _billed(root / catalog_faults.BILL_FILE), _verdicts_recorded(root / VERDICTS_FILE), \
+                _restores_recorded(root / legacy_import.RESTORED_FILE):
             world = _world_class(config)(config, root)
             with clocks.use_clock(world.sched):
                 try:
@@ -924,6 +959,25 @@ def _verdicts_recorded(path: Path) -> Iterator[None]:
             os.environ.pop(VERIFIER_RECORD_ENV, None)
         else:
             os.environ[VERIFIER_RECORD_ENV] = previous
+
+
+@contextlib.contextmanager
+def _restores_recorded(path: Path) -> Iterator[None]:
+    """The workers write their own record of every state they restore (`baton.runtime.restore_record`) in the
+    world's file, as the live matrix's workers do; emptied for each world."""
+    from baton.runtime.restore_record import RESTORE_RECORD_ENV
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    previous = os.environ.get(RESTORE_RECORD_ENV)
+    os.environ[RESTORE_RECORD_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RESTORE_RECORD_ENV, None)
+        else:
+            os.environ[RESTORE_RECORD_ENV] = previous
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ from baton.models import RunKind
 from baton.sim.faults import DOC_SECRET, DRAWN_KINDS, KINDS, OWNER_RULE, OWNER_RULES, Fault, FaultPlan, generate
 from baton.sim.runner import config_for, run_seed
 from baton.sim.scenarios import (APART_DRAWS, draw_apart, draw_downgrade_allowed, draw_lapsed_approval,
-                                  draw_owner_rule, draw_retirement, draw_scenario, mixed, scenarios_for)
+                                  draw_legacy_import, draw_owner_rule, draw_retirement, draw_scenario, mixed,
+                                  scenarios_for)
 from baton.sim.sec27_plans import APART, PLANS
 
 BOTH = (RunKind.DEPLOY, RunKind.RESEARCH)
@@ -23,8 +24,10 @@ def test_the_draw_is_the_same_for_the_same_seed_and_keeps_the_random_faults() ->
         added = len(scenario[1]) if scenario else 0
         rule, retired, lapsed = draw_owner_rule(seed), draw_retirement(seed), draw_lapsed_approval(seed)
         downgrade, apart = draw_downgrade_allowed(seed), draw_apart(seed, BOTH)
+        legacy = draw_legacy_import(seed, BOTH)
         assert len(plan.faults) == 5 + added + (rule is not None) + (retired is not None) + (lapsed is not None) \
-            + (downgrade is not None) + len(apart)
+            + (downgrade is not None) + len(apart) + (legacy is not None)
+        assert legacy is None or legacy in plan.faults
         assert rule is None or rule in plan.faults
         assert retired is None or retired in plan.faults
         assert downgrade is None or downgrade in plan.faults

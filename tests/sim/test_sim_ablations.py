@@ -163,6 +163,9 @@ STOP32 = {
     'evidence-binding': (20, ('gate:runtime_changed',), 'unverified_effect', set(),
         '[{"arg": "after", "at": 1, "kind": "crash", "on": "sealed:deploy:VERIFIED"}, '
         '{"arg": "", "at": 1, "kind": "replan", "on": "sealed:deploy:VERIFIED"}]'),
+    'gate:schema_transform_required': (78, (), 'unfit_placement', set(), '[{"arg": "", "at": 0, "kind": "legacy_import"}]'),
+    'gate:schema_transform_forbidden': (28, (), 'unfit_placement', set(),
+        '[{"arg": "no_transform", "at": 0, "kind": "legacy_import"}]'),
 }
 """Stop 32's new catches (docs/benchmarks-sim-ablations-stop32.json), in the same form as `STOP31`. The owner's allowed
 downgrade (`faults.DOWNGRADE_ALLOWED`) lets the move onto the lowered ceiling commit, downgraded; each of the three
@@ -176,7 +179,11 @@ run's epoch seals VERIFIED over a re-planned spec (`faults.REPLAN`): with the ev
 the deploy service's, `baton.sim.oracles_verdicts`). The run whose owner wants both attested hardware and its state
 kept in its trust domain, with the gate's two per-target findings off, works on its unattested source (`owner_rule`);
 only with the sealed MIGRATION_UNSAFE class ignored too is it moved, and its state leaves its domain
-(`state_left_domain`, named apart from `owner_rule` since stop 32 so the two harms are told apart)."""
+(`state_left_domain`, named apart from `owner_rule` since stop 32 so the two harms are told apart). The schema plan
+(docs/benchmarks-sim-ablations-stop32b.json): the operator imports the deploy run an older Baton sealed at schema 2
+onto local-gpu-eu and moves it to cloud-eu, whose workers read only schema 3 (`baton.sim.legacy_import`); with the gate
+reason off the cloud-eu worker restores the schema 2 state and the deploy service accepts its deployment (the workers'
+restore record against the operator's, `baton.sim.oracles_restore`)."""
 
 
 PINS = {"stop31": STOP31, "stop32": STOP32}

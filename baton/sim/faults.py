@@ -104,6 +104,8 @@ DATA_SCOPE = "eu-customer-records"
 SEALED = "sealed:"
 """The prefix of a write fault's `on` that names a seal instead of a store call (`sealed_on`)."""
 WRITE_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, DOC_SECRET, HOLD, REPLAN)
+PAUSE_KINDS = ("stall", HOLD, "delay")
+"""The faults whose argument is a pause in virtual seconds."""
 DRAWN_KINDS = ("crash", "stall", "handoff", "doc_change", CATALOG_CHANGE, *MESSAGE_KINDS, "skew")
 """The kinds `generate` draws from (a seed's random faults); adding one here would change every seed's schedule."""
 KINDS = (*DRAWN_KINDS, DOC_SECRET, HOLD, OWNER_RULE, REPLAN, LEGACY_IMPORT)
@@ -156,6 +158,10 @@ class FaultPlan:
     def seal_faults(self, kind: str, boundary: str, n: int) -> list[Fault]:
         """The write faults of the n-th seal of `boundary` by a run of `kind` (`sealed_on`)."""
         return [f for f in self.faults if f.kind in WRITE_KINDS and f.on == sealed_on(kind, boundary) and f.at == n]
+
+    def paused_s(self) -> float:
+        """Virtual seconds the schedule keeps actors still (stalls, holds and message delays), all added up."""
+        return sum(float(f.arg) for f in self.faults if f.kind in PAUSE_KINDS and f.arg)
 
     def skew_for(self, n: int) -> float:
         return sum(float(f.arg) for f in self.faults if f.kind == "skew" and f.at == n)

@@ -191,6 +191,8 @@ class SimConfig:
     reservation_ttl_s: float = 20.0
     target_timeout_s: float = 1.0
     max_time_s: float = 1800.0
+    """How long the world runs after its faults' pauses: the horizon is this plus `FaultPlan.paused_s` (a schedule
+    that keeps workers still for longer than the horizon would otherwise end before the faults stop)."""
     restart_after_s: float = 2.0
     poll_s: float = 2.0
     """How often idle workers, supervisors and the coordinator look again (virtual seconds)."""
@@ -823,7 +825,7 @@ class World:
             return self.settled() and not any(not a.done and (a.name.startswith("late-") or self._zombie(a))
                                               for a in self.sched.actors)
 
-        finished = self.sched.run(done, max_time_s=self.config.max_time_s)
+        finished = self.sched.run(done, max_time_s=self.config.max_time_s + self.config.plan.paused_s())
         return finished
 
     def _zombie(self, actor: Any) -> bool:

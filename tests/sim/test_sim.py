@@ -178,3 +178,18 @@ def test_a_provider_withdrawal_racing_a_retirement_still_withdraws_what_its_reco
     assert sorted(outcome.fired) == sorted(plan.faults)
     assert outcome.ok, outcome.violations
     assert outcome.statuses == {"sim547-deploy-0": "escalated"}
+
+
+# -- the world's horizon ----------------------------------------------------------------------------------------------
+
+_LONG_PAUSES = '[{"arg": "after", "at": 1, "kind": "crash", "on": "sealed:deploy:VERIFIED"}, {"arg": "1000.0", "at": 1, "kind": "hold", "on": "sealed:deploy:COMMITTING"}, {"arg": "", "at": 1, "kind": "replan", "on": "sealed:deploy:VERIFIED"}, {"arg": "400.0", "at": 22, "kind": "stall"}, {"arg": "400.0", "at": 56, "kind": "stall"}, {"arg": "400.0", "at": 63, "kind": "stall"}]'
+"""Seed 6347's shrunk schedule from the 10,000-seed run of stop 32: 2,200 virtual seconds of holds and stalls."""
+
+
+def test_the_horizon_leaves_room_for_the_schedules_pauses() -> None:
+    """A schedule that keeps workers still for longer than the world's 1,800 s ran out of time before its faults
+    stopped: the deploy run, about to end, was reported as never ending (I10). The horizon now adds the pauses."""
+    plan = FaultPlan.from_json(_LONG_PAUSES)
+    assert plan.paused_s() == 2200.0
+    outcome = run_seed(6347, 0, plan=plan)
+    assert outcome.ok, outcome.violations

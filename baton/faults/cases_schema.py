@@ -53,6 +53,8 @@ from baton.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from baton.faults.cases import CaseRun
+    from baton.runtime.launch import RunSpec
+    from baton.store.base import SqlStore
 
 SOURCE = "local-gpu-eu"
 TARGET = "cloud-eu"
@@ -87,20 +89,25 @@ def older_site_bundle(run: BatonRun, out: Path) -> Path:
     site.mkdir(parents=True, exist_ok=True)
     blobs = BlobStore(site / "blobs")
     spec = run.run_spec()
-    scratch = SqliteStore(site / "launch.db")
+    return export_from_older_site(spec, blobs, SqliteStore(site / "launch.db"), SqliteStore(site / "baton.db"), out)
+
+
+def export_from_older_site(spec: RunSpec, blobs: BlobStore, launch_store: SqlStore, site_store: SqlStore,
+                           out: Path) -> Path:
+    """The older site's part: launch `spec` on `launch_store`, keep its first checkpoint in schema 2 form on
+    `site_store` and export the run to `out`. Both stores are closed."""
     try:
-        first, _ = launch_run(scratch, blobs, spec, reservation_ttl_s=10.0)
+        first, _ = launch_run(launch_store, blobs, spec, reservation_ttl_s=10.0)
     finally:
-        scratch.close()
+        launch_store.close()
     legacy = legacy_form(first, blobs)
-    store = SqliteStore(site / "baton.db")
     try:
-        store.create_run(spec.run_id, spec.kind, legacy.release_id, spec.placement.name,
-                         {"task": spec.task, "release": spec.release.model, "authority": spec.authority.value})
-        store.append_checkpoint(legacy)
-        export_run(store, blobs, spec.run_id, out)
+        site_store.create_run(spec.run_id, spec.kind, legacy.release_id, spec.placement.name,
+                              {"task": spec.task, "release": spec.release.model, "authority": spec.authority.value})
+        site_store.append_checkpoint(legacy)
+        export_run(site_store, blobs, spec.run_id, out)
     finally:
-        store.close()
+        site_store.close()
     return out
 
 

@@ -20,13 +20,12 @@ import json
 import shutil
 from pathlib import Path
 
-from baton.bundle import export_run
 from baton.bundle_admission import import_bundle
 from baton.clock import Clock
 from baton.errors import BundleError, NonExportableStateError
-from baton.faults.cases_schema import legacy_form
+from baton.faults.cases_schema import export_from_older_site
 from baton.models import Placement
-from baton.runtime.launch import RunSpec, launch_run
+from baton.runtime.launch import RunSpec
 from baton.sim.memory_store import MemoryStore
 from baton.store.blobs import BlobStore, Blobs
 from baton.store.base import SqlStore
@@ -52,22 +51,8 @@ def older_site_bundle(spec: RunSpec, root: Path, clock: Clock, name: str) -> Pat
     shutil.rmtree(site, ignore_errors=True)  # the world's directory is reused world after world
     site.mkdir(parents=True)
     blobs = BlobStore(site / "blobs")
-    scratch = MemoryStore(f"{name}-older-launch", clock=clock)
-    try:
-        first, _ = launch_run(scratch, blobs, spec, reservation_ttl_s=10.0)
-    finally:
-        scratch.close()
-    legacy = legacy_form(first, blobs)
-    store = MemoryStore(f"{name}-older-site", clock=clock)
-    out = site / "bundle.tar"
-    try:
-        store.create_run(spec.run_id, spec.kind, legacy.release_id, spec.placement.name,
-                         {"task": spec.task, "release": spec.release.model, "authority": spec.authority.value})
-        store.append_checkpoint(legacy)
-        export_run(store, blobs, spec.run_id, out)
-    finally:
-        store.close()
-    return out
+    return export_from_older_site(spec, blobs, MemoryStore(f"{name}-older-launch", clock=clock),
+                                  MemoryStore(f"{name}-older-site", clock=clock), site / "bundle.tar")
 
 
 def record_schemas_read(root: Path, placements: tuple[Placement, ...]) -> None:

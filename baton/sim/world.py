@@ -929,57 +929,43 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
 
 
 @contextlib.contextmanager
-def _billed(path: Path) -> Iterator[None]:
-    """The scripted model provider bills every call it serves in the world's own bill file."""
-    from baton.agents.scripted_models import BILL_ENV
-
-    previous = os.environ.get(BILL_ENV)
-    os.environ[BILL_ENV] = str(path)
+def _env_path(variable: str, path: Path, *, fresh: bool = False) -> Iterator[None]:
+    """`variable` names `path` for the world's life (emptied first when `fresh`), then is put back as it was."""
+    if fresh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(path)
     try:
         yield
     finally:
         if previous is None:
-            os.environ.pop(BILL_ENV, None)
+            os.environ.pop(variable, None)
         else:
-            os.environ[BILL_ENV] = previous
+            os.environ[variable] = previous
 
 
-@contextlib.contextmanager
-def _verdicts_recorded(path: Path) -> Iterator[None]:
+def _billed(path: Path) -> contextlib.AbstractContextManager[None]:
+    """The scripted model provider bills every call it serves in the world's own bill file."""
+    from baton.agents.scripted_models import BILL_ENV
+
+    return _env_path(BILL_ENV, path)
+
+
+def _verdicts_recorded(path: Path) -> contextlib.AbstractContextManager[None]:
     """The deploy and citation verifiers write their own record of every verdict (`baton.agents.verifiers`) in the
     world's file, as the live matrix has them write theirs; emptied for each world."""
     from baton.agents.verifiers import VERIFIER_RECORD_ENV
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    previous = os.environ.get(VERIFIER_RECORD_ENV)
-    os.environ[VERIFIER_RECORD_ENV] = str(path)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(VERIFIER_RECORD_ENV, None)
-        else:
-            os.environ[VERIFIER_RECORD_ENV] = previous
+    return _env_path(VERIFIER_RECORD_ENV, path, fresh=True)
 
 
-@contextlib.contextmanager
-def _restores_recorded(path: Path) -> Iterator[None]:
+def _restores_recorded(path: Path) -> contextlib.AbstractContextManager[None]:
     """The workers write their own record of every state they restore (`baton.runtime.restore_record`) in the
     world's file, as the live matrix's workers do; emptied for each world."""
     from baton.runtime.restore_record import RESTORE_RECORD_ENV
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    previous = os.environ.get(RESTORE_RECORD_ENV)
-    os.environ[RESTORE_RECORD_ENV] = str(path)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(RESTORE_RECORD_ENV, None)
-        else:
-            os.environ[RESTORE_RECORD_ENV] = previous
+    return _env_path(RESTORE_RECORD_ENV, path, fresh=True)
 
 
 @contextlib.contextmanager

@@ -60,6 +60,7 @@ from baton import fault_points
 from baton.fault_points import KillPoint
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs, BlobStore
+from baton.store.records import IMPORTED_BUNDLE_KEY
 from baton.store.sql_blobs import SqlBlobStore
 
 MANIFEST_NAME = "manifest.json"
@@ -513,7 +514,7 @@ def write_bundle(store: SqlStore, blobs: Blobs, bundle: VerifiedBundle, *, place
                 bundle.checkpoints[0].run_kind,
                 bundle.checkpoints[-1].release_id,
                 placement_name,
-                detail={"imported_bundle_manifest": bundle.manifest_ref},
+                detail={IMPORTED_BUNDLE_KEY: bundle.manifest_ref},
             )
         if in_store and missing and not new:
             store.put_blobs(missing)

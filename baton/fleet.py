@@ -63,7 +63,7 @@ from baton.authority_keys import JWKS_FILE
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
 from baton.store.factory import baton_home, open_blobs, open_store
-from baton.store.records import RunRecord
+from baton.store.records import RunRecord, awaits_an_owner
 from baton.targets.git_remote_service import PUSH_POLICY, GitRemoteClient, git_remote_process
 from baton.targets.service_process import ServiceProcess, target_data_dir
 from baton.targets.webapp_service import WebappClient, webapp_process
@@ -406,7 +406,8 @@ class Fleet:
             if dispatcher.busy(run_id) or now - tried.get(run_id, -1e9) < self.config.expiry_retry_s:
                 continue
             lease = store.get_lease(run_id)
-            if lease.epoch == 0 or lease.held_at(db_now):
+            detail = store.get_run(run_id).detail if lease.epoch == 0 else {}  # only an import's epoch 0 counts
+            if not awaits_an_owner(lease, detail, db_now):
                 continue
             tried[run_id] = now
             dispatcher.submit(HandoffRequest(run_id=run_id, reason=LEASE_EXPIRED, source_alive=False,

@@ -79,10 +79,11 @@ ALIAS_NAME = "model-v7b"
 ALIAS = RELEASES["model-v7"].model_copy(update={"model": "scripted-model-v7-2026-12"})
 """What the provider serves under its model alias after withdrawing v7 and v8: a manifest no run is pinned to."""
 WITHDRAWN = ("model-v7", "model-v8")
-def owner_needs(release_name: str, authority: str) -> dict[str, Any]:
-    """What a run needs wherever it runs, from its release manifest, and where it may run."""
+def owner_needs(release_name: str, authority: str, *, state_schema: str | None = None) -> dict[str, Any]:
+    """What a run needs wherever it runs, from its release manifest, and where it may run. `state_schema` is the
+    schema of the state it starts from when an older site sealed it (this site's schema otherwise)."""
     release = RELEASES[release_name]
-    return {"release_id": release.release_id, "state_schema": CHECKPOINT_SCHEMA_VERSION,
+    return {"release_id": release.release_id, "state_schema": state_schema or CHECKPOINT_SCHEMA_VERSION,
             "verifier_bundle": release.verifier_bundle, "tool_contract": release.tool_contract,
             "authority": authority, "regions": list(REGIONS), "providers": list(PROVIDERS)}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from baton.bundle_admission import import_bundle
 from baton.clock import Clock
 from baton.errors import BundleError, NonExportableStateError
-from baton.faults.cases_schema import export_from_older_site
+from baton.faults.cases_schema import bundle_checkpoints, export_from_older_site
 from baton.models import Placement
 from baton.runtime.launch import RunSpec
 from baton.sim.memory_store import MemoryStore
@@ -63,16 +63,17 @@ def record_schemas_read(root: Path, placements: tuple[Placement, ...]) -> None:
 
 
 def import_legacy(store: SqlStore, blobs: Blobs, spec: RunSpec, root: Path, clock: Clock,
-                  placements: tuple[Placement, ...]) -> tuple[bool, str]:
-    """The operator's import of the older site's bundle for `spec`'s run onto `SOURCE`: whether the run was imported,
-    and what happened, in words. An export the older site refuses (state the owner declared non-exportable) or an
-    import the bundle's constraints refuse there (attested hardware) writes nothing; the operator then launches the run
-    here instead."""
+                  placements: tuple[Placement, ...]) -> tuple[str | None, str]:
+    """The operator's import of the older site's bundle for `spec`'s run onto `SOURCE`: the state schema of the
+    newest checkpoint in the bundle file (read from the file, as the live case does), or None if the run was not
+    imported, and what happened, in words. An export the older site refuses (state the owner declared non-exportable)
+    or an import the bundle's constraints refuse there (attested hardware) writes nothing; the operator then launches
+    the run here instead."""
     record_schemas_read(root, placements)
     source = next(p for p in placements if p.name == SOURCE)
     try:
         bundle = older_site_bundle(spec, root, clock, getattr(store, "name", "sim"))
         report = import_bundle(store, blobs, bundle, placement=source)
     except (BundleError, NonExportableStateError) as exc:
-        return False, f"export or import of {spec.run_id} onto {SOURCE} refused: {type(exc).__name__}"
-    return True, f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"
+        return None, f"export or import of {spec.run_id} onto {SOURCE} refused: {type(exc).__name__}"
+    return str(bundle_checkpoints(bundle)[-1]["schema_version"]), f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"

@@ -58,7 +58,7 @@ from baton.sim.memory_store import MemoryStore
 from baton.sim.network import Network
 from baton.sim.scheduler import Crash, Process, Scheduler
 from baton.store.sql_blobs import SqlBlobStore
-from baton.store.records import ENDED_STATUSES
+from baton.store.records import ENDED_STATUSES, awaits_an_owner
 from baton.targets import corpus_service, deploy_service, git_remote_service
 from baton.agents.deploy_agent import DEPLOY_POLICY
 from baton.agents.research_agent import PUBLISH_POLICY
@@ -542,18 +542,20 @@ class World:
             else:
                 spec = RunSpec(run_id, kind, RELEASES["model-v7"], placement, f"simulated {kind.value} run",
                                task_input, authority, constraints=constraints)
-            needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value)
-            catalog_faults.write_owner_record(self.root, needs)  # the owner declares it before the run starts
             if rules and kind in RULED_KINDS:
                 owner_rules[run_id] = self._owner_rule(rules, spec.placement)
+                (self.root / faults.OWNER_RULES_FILE).parent.mkdir(parents=True, exist_ok=True)
                 (self.root / faults.OWNER_RULES_FILE).write_text(json.dumps(owner_rules, sort_keys=True))
-            imported = False
+            imported: str | None = None  # the state schema of the imported bundle's newest checkpoint
             if legacy is not None and kind is RunKind.DEPLOY:  # started by an older site; the operator imports it
                 self.fired.append(legacy)
                 imported, note = legacy_import.import_legacy(self.store, self.blobs, spec, self.root, self.sched,
                                                              self.placements)
                 self.sched.record(note)
-            if imported:
+            # the owner's declared needs, before any worker starts; an imported run needs the schema it arrived at
+            needs[run_id] = catalog_faults.owner_needs("model-v7", spec.authority.value, state_schema=imported)
+            catalog_faults.write_owner_record(self.root, needs)
+            if imported is not None:
                 self.import_moves.append(run_id)
             else:
                 launch_run(self.store, self.blobs, spec, reservation_ttl_s=self.config.reservation_ttl_s)
@@ -666,8 +668,8 @@ class World:
             now = self.store.db_now()
             for run_id in self.run_ids:
                 lease = self.store.get_lease(run_id)
-                status = self.store.get_run(run_id).status
-                if status != "active" or lease.epoch == 0 or lease.held_at(now):
+                run = self.store.get_run(run_id)
+                if run.status != "active" or not awaits_an_owner(lease, run.detail, now):
                     continue
                 if self.sched.elapsed_s - tried.get(run_id, -1e9) < 2.0:
                     continue

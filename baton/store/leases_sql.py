@@ -8,7 +8,7 @@ from baton.ablation import Ablation, is_ablated
 from baton.errors import RecordNotFoundError, StoreError
 from baton.store.core import Row, StoreCore
 from baton.store.dialect import check_duration
-from baton.store.records import Lease
+from baton.store.records import Lease, awaits_an_owner
 
 _LEASE_COLUMNS = "run_id, owner, epoch, expires_at"
 
@@ -91,17 +91,20 @@ class LeasesSql(StoreCore):
     def lapsed_leases(self) -> tuple[dt.datetime, list[Lease]]:
         """The database time and the leases of active runs that nobody holds at that time.
 
-        A lease counts once it has been granted (epoch above 0) and its owner is
-        gone: expired by the database clock, or released while the run is still
-        active. One read, so every lease is judged against the same instant.
+        A lease counts once its owner is gone (expired by the database clock, or
+        released while the run is still active) and nothing else will grant it
+        (`records.awaits_an_owner`: granted before, or imported from a bundle).
+        One read, so every lease is judged against the same instant.
         """
         with self._tx(write=False) as tx:
             clock = tx.one("SELECT " + self.dialect.clock_sql)
             assert clock is not None
+            now = self.dialect.ts_out(clock[0])
             rows = tx.rows(
-                "SELECT l.run_id, l.owner, l.epoch, l.expires_at FROM leases l JOIN runs r ON r.run_id = l.run_id "
-                "WHERE r.status = 'active' AND l.epoch > 0 "
+                "SELECT l.run_id, l.owner, l.epoch, l.expires_at, r.detail FROM leases l "
+                "JOIN runs r ON r.run_id = l.run_id WHERE r.status = 'active' "
                 "AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= ?) ORDER BY l.run_id",
-                (self.dialect.ts_in(self.dialect.ts_out(clock[0])),),
+                (self.dialect.ts_in(now),),
             )
-        return self.dialect.ts_out(clock[0]), [self._lease(row) for row in rows]
+        leases = [(self._lease(row), self.dialect.json_out(row[4]) or {}) for row in rows]
+        return now, [lease for lease, detail in leases if awaits_an_owner(lease, detail, now)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator
@@ -15,6 +16,9 @@ ENDED_STATUSES: tuple[str, ...] = ("verified", "failed", "escalated")
 """The statuses that are a run's outcome (terminal)."""
 RUN_STATUSES: frozenset[str] = frozenset({"active", *ENDED_STATUSES})
 """Every status a run can have; all but 'active' are terminal outcomes."""
+
+IMPORTED_BUNDLE_KEY = "imported_bundle_manifest"
+"""The `runs.detail` key a bundle import writes (the bundle's manifest ref)."""
 
 BeginKind = Literal["new", "replay", "in_flight", "payload_mismatch"]
 
@@ -55,6 +59,15 @@ class Lease(Record):
     def held_at(self, now: dt.datetime) -> bool:
         """True when an owner holds the lease and it has not expired at `now` (a database time)."""
         return self.owner is not None and self.expires_at is not None and now < self.expires_at
+
+
+def awaits_an_owner(lease: Lease, run_detail: Mapping[str, object], now: dt.datetime) -> bool:
+    """True when nobody holds the run's lease at `now` and nothing else will grant it: it has had an owner before
+    (epoch above 0), or it came in by a bundle import, which grants none. A launched run at epoch 0 is excluded:
+    its launch grants the first reservation right after creating it, in a transaction of its own."""
+    if lease.held_at(now):
+        return False
+    return lease.epoch > 0 or IMPORTED_BUNDLE_KEY in run_detail
 
 
 class IdempotencyRecord(Record):

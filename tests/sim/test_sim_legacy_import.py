@@ -114,3 +114,39 @@ def test_an_import_the_runs_constraints_refuse_leaves_the_run_launched_here() ->
     assert any("export or import of sim1-deploy-0 onto local-gpu-eu refused: BundlePlacementError" in line
                for line in trail)
     assert not any("operator's move" in line for line in trail)
+
+
+def test_an_imported_run_no_placement_can_take_is_escalated_not_left_unowned() -> None:
+    """Seed 1758 of the 10,000-seed run, shrunk: the owner keeps the run in its launch region, so local-gpu-eu (another
+    region) refuses it, and cloud-eu needs the forbidden schema transform. The import granted no lease (epoch 0), and
+    the coordinator's scan skipped epoch 0, so nobody asked again and the run stayed active and unowned for good
+    (I10). Now the scan counts an imported run as waiting for an owner, and the stranded run is escalated."""
+    plan = FaultPlan((Fault(LEGACY_IMPORT, 0, NO_TRANSFORM), Fault("owner_rule", 0, "same_region")))
+    outcome = run_seed(1758, 0, plan=plan, keep_trail=True)
+    assert outcome.ok, outcome.violations
+    assert outcome.statuses == {"sim1758-deploy-0": "escalated"}
+    trail = outcome.trail or []
+    assert sum("operator's move of sim1758-deploy-0: aborted" in line for line in trail) == 2
+
+
+def test_the_owner_of_an_imported_run_declares_the_schema_it_arrived_at() -> None:
+    """Seed 2072 of the 10,000-seed run: the operator's schema change leaves cloud-eu reading schemas 1 and 2, then its
+    move of the imported run (state at schema 2) to cloud-eu commits, rightly. The owner's record used to say every run
+    needs this site's schema 3, so the catalog oracle flagged the deploy from cloud-eu; the owner of a run an older
+    site sealed declares that site's schema, as the live case's need (`cases_schema.write_needs`) does."""
+    from baton.sim.catalog_faults import OWNER_FILE
+
+    plan = FaultPlan.from_json(
+        '[{"arg": "no_transform", "at": 0, "kind": "legacy_import"}, {"arg": "downgrade_allowed", "at": 0, '
+        '"kind": "owner_rule"}, {"arg": "schema_lost", "at": 2, "kind": "catalog_change"}, {"arg": "", "at": 3, '
+        '"kind": "drop_request"}, {"arg": "", "at": 5, "kind": "drop_response"}, {"arg": "2.0", "at": 6, '
+        '"kind": "delay"}, {"arg": "", "at": 10, "kind": "duplicate"}]')
+    needs: list[dict[str, object]] = []
+    outcome = run_world(config_for(2072, 0, plan=plan, keep_trail=True),
+                        before_check=lambda records: needs.append(json.loads((records.root / OWNER_FILE).read_text())))
+    assert outcome.ok, outcome.violations
+    trail = outcome.trail or []
+    assert any("catalog schema_lost: placement cloud-eu now {'readable_schema_versions': ['1', '2']}" in line
+               for line in trail)
+    assert any("committed cloud-eu" in line for line in trail)
+    assert needs[0]["sim2072-deploy-0"]["state_schema"] == "2"  # type: ignore[index]

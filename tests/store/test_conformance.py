@@ -20,6 +20,7 @@ from baton.errors import (
 from baton.models import Boundary, BudgetUsage, EventType, OperationState, RunKind
 from baton.store.base import SqlStore
 from baton.store.migrations import MIGRATIONS
+from baton.store.records import IMPORTED_BUNDLE_KEY, awaits_an_owner
 
 from builders.fixtures import Backend
 from builders.rows import RELEASE, chain, checkpoint, entry, event, new_run
@@ -122,6 +123,20 @@ def test_create_run_makes_an_unowned_lease_at_epoch_zero(store: SqlStore) -> Non
     lease = store.get_lease(run.run_id)
     assert (lease.owner, lease.epoch, lease.expires_at) == (None, 0, None)
     assert store.current_epoch(run.run_id) == 0
+
+
+def test_an_imported_run_nobody_holds_is_lapsed_a_launch_at_epoch_zero_is_not(store: SqlStore) -> None:
+    """A bundle import creates its run at epoch 0 and grants nothing, so nobody else will; a launch creates its run
+    at epoch 0 and grants the first reservation in the next transaction. Only the first waits for an owner."""
+    launching = store.create_run("r-launching", RunKind.DEPLOY, RELEASE, "eu-1", {})
+    imported = store.create_run("r-imported", RunKind.DEPLOY, RELEASE, "eu-1",
+                                {IMPORTED_BUNDLE_KEY: "sha256:" + "ab" * 32})
+    now, lapsed = store.lapsed_leases()
+    assert [lease.run_id for lease in lapsed] == [imported.run_id]
+    assert lapsed[0].epoch == 0 and lapsed[0].owner is None
+    assert not awaits_an_owner(store.get_lease(launching.run_id), launching.detail, now)
+    granted = store.acquire_lease(imported.run_id, "worker-a", 60, expected_epoch=0)
+    assert granted is not None and store.lapsed_leases()[1] == []
 
 
 def test_duplicate_run_is_refused(store: SqlStore) -> None:

@@ -246,3 +246,33 @@ def test_with_every_protection_on_the_moved_run_resumes_from_the_migrated_state_
     checkpoint = restored["checkpoint"]
     assert (restored["placement"], checkpoint["schema_version"]) == ("cloud-eu", "3")
     assert checkpoint["migrated_from_hash"] == checkpoint["parent_checkpoint_hash"] == files.needs["state_from"]
+
+
+def test_the_fleet_asks_to_place_an_imported_run_nobody_holds_but_not_a_launch_in_progress(tmp_path: Path) -> None:
+    """An import grants no lease (epoch 0) and nothing else will, so the fleet's expiry scan asks for a handoff of it;
+    a run a launch has created but not yet reserved (also epoch 0) is left to its launch."""
+    import time
+
+    from baton.fleet import Fleet, FleetConfig
+    from baton.handoff.coordinator import HandoffStatus
+    from baton.runtime.dispatch import build_coordinator
+    from baton.runtime.handoff_dispatch import HandoffDispatcher
+
+    store, blobs, _ = _imported(tmp_path)
+    try:
+        store.create_run("launching", RunKind.DEPLOY, RELEASES["model-v7"].release_id, "local-gpu-eu", {})
+        dispatcher = HandoffDispatcher(build_coordinator(store, blobs, DEFAULT_PLACEMENTS, ()))
+        fleet = Fleet(FleetConfig(home=tmp_path / "home"))
+        fleet._hand_off_expired(store, dispatcher, {RUN: "local-gpu-eu", "launching": "local-gpu-eu"}, {},
+                                time.monotonic())
+        assert sorted(dispatcher.in_flight) == [RUN]
+        deadline = time.monotonic() + 60.0
+        while dispatcher.busy(RUN) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (outcome,) = dispatcher.outcomes
+        assert outcome.status is HandoffStatus.COMMITTED, outcome
+        assert store.get_lease(RUN).epoch > 0
+        assert store.get_lease("launching").epoch == 0
+    finally:
+        dispatcher.pool.shutdown(wait=True)
+        store.close()

@@ -329,7 +329,7 @@ class LapsedLease:
 
 
 def lapsed_leases(store: SqlStore) -> list[LapsedLease]:
-    """Active runs whose owner is gone (expired or released lease, epoch above 0)."""
+    """Active runs whose owner is gone (an expired or released lease) or that came in by import and await one."""
     now, leases = store.lapsed_leases()
     return [LapsedLease(lease.run_id, lease.owner, lease.epoch, lease.expires_at, now) for lease in leases]
 

@@ -76,4 +76,5 @@ def import_legacy(store: SqlStore, blobs: Blobs, spec: RunSpec, root: Path, cloc
         report = import_bundle(store, blobs, bundle, placement=source)
     except (BundleError, NonExportableStateError) as exc:
         return None, f"export or import of {spec.run_id} onto {SOURCE} refused: {type(exc).__name__}"
-    return str(bundle_checkpoints(bundle)[-1]["schema_version"]), f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"
+    schema = str(bundle_checkpoints(bundle)[-1]["schema_version"])
+    return schema, f"imported {spec.run_id} from the older site's bundle onto {SOURCE} ({len(report.imported)} checkpoint(s))"

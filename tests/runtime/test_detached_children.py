@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 
 PARENT = r"""
-import sys, time
+import signal, sys, time
 from baton.targets.service_process import ServiceProcess
 
+# A shell's background job (`cmd &` without job control) starts with SIGINT ignored, and that is inherited: then
+# neither this parent nor the service it starts would see the interrupt. A terminal's Ctrl-C reaches a process with
+# the default disposition, which is what this test is about.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 service = ServiceProcess.deploy(sys.argv[1]).start(detached=sys.argv[2] == "detached")
 try:
     print(service.pid, flush=True)  # inside the try: the interrupt may come as soon as the test reads it

@@ -10,7 +10,7 @@ import pytest
 from baton.sim.faults import Fault, FaultPlan, generate
 from baton.sim.runner import invariants_of, run_many, run_seed, shrink
 
-CI_SEEDS = int(os.environ.get("BATON_SIM_CI_SEEDS", "60"))
+CI_SEEDS = int(os.environ.get("BATON_SIM_CI_SEEDS", "300"))  # issue 13: CI runs a few hundred seeds
 TERMINAL_SEAL_CRASH = FaultPlan((Fault("drop_response", 3), Fault("crash", 21, "after")))
 """Write 21 of seed 79: the worker dies right after sealing the terminal checkpoint, before recording the status."""
 

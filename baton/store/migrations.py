@@ -180,13 +180,17 @@ def _packed_rows(dialect: Dialect) -> list[str]:
     Existing rows keep `packed` NULL and read as before; the new blob codec 2 needs no column, but a
     baton that does not know it must refuse the database, which this migration's number makes it do.
     No query selects events by type across runs (each filters by run first, through `events_by_run`),
-    so `events_by_type` only cost bytes at every event and goes.
+    so `events_by_type` only cost bytes at every event and goes; `budget_charges_by_run` keys on the run alone.
     """
     blob = "BLOB" if dialect.name == "sqlite" else "BYTEA"
     statements = [
         f"ALTER TABLE events ADD COLUMN packed {blob}",
         f"ALTER TABLE checkpoints ADD COLUMN packed {blob}",
         "DROP INDEX events_by_type",
+        # A run's charges are read all at once (`budget_used`); the rowid or a PostgreSQL posting list
+        # keeps them in order under one key, so the key needs no seq.
+        "DROP INDEX budget_charges_by_run",
+        "CREATE INDEX budget_charges_by_run ON budget_charges (run_id)",
     ]
     if dialect.name == "postgres":
         statements += _hashed_keys()

@@ -171,6 +171,8 @@ def _undo_migration_8(store: SqlStore) -> None:
     store.execute_raw("ALTER TABLE events DROP COLUMN packed")
     store.execute_raw("ALTER TABLE checkpoints DROP COLUMN packed")
     store.execute_raw("CREATE INDEX events_by_type ON events (event_type, seq)")
+    store.execute_raw("DROP INDEX budget_charges_by_run")
+    store.execute_raw("CREATE INDEX budget_charges_by_run ON budget_charges (run_id, seq)")
     if store.dialect.name == "postgres":
         store.execute_raw("ALTER TABLE blobs DROP CONSTRAINT blobs_digest_unique")
         store.execute_raw("ALTER TABLE blobs ADD PRIMARY KEY (digest)")

@@ -67,6 +67,9 @@ def test_pack_round_trips_and_refuses_damage() -> None:
     for damaged in (packed[:-3], packed + b"\x00", b"\xff" * 8):
         with pytest.raises(ValueError):
             row_codec.unpack_text(damaged)
+    for size in (4095, 4096, 4097, 40_000):  # either side of the small packer's limit, and far past its window
+        data = (text.encode() * (size // len(text) + 1))[:size]
+        assert row_codec.unpack(row_codec.pack(data)) == data
 
 
 def test_events_are_packed_at_rest_and_read_back(store: SqlStore) -> None:

@@ -6,7 +6,7 @@ and enum values repeat from row to row. Plain DEFLATE cannot exploit that in so
 small an input; primed with `DICTIONARY_V1` (field names and enum values only,
 no run's data) it stores those words as back-references.
 
-`DICTIONARY_V1` is part of the stored format: never edit it. A new dictionary
+`DICTIONARY_V1` (the file `row_codec_v1.dict`) is part of the stored format: never edit it. A new dictionary
 is a new codec with a new name. Whatever is packed here is still verified where
 it is read (a blob against its digest, a checkpoint against its seal); bytes
 that do not unpack raise `ValueError`, which each reader turns into its own
@@ -15,48 +15,21 @@ integrity error.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
+from pathlib import Path
 
-_WORDS: tuple[str, ...] = (
-    # enum values
-    '"NONE","OBSERVE","PLAN","VERIFY","SANDBOX_MUTATE","EXTERNAL_MUTATE"',
-    '"CANDIDATE_READY","VERIFYING","VERIFIED","AWAITING_AUTHORITY","AUTHORIZED","COMMITTING","COMMITTED",'
-    '"POSTCONDITION_VERIFIED","FAILED","ESCALATED","PREPARED","NOT_COMMITTED","UNKNOWN","PASS","FAIL","ERROR"',
-    '"USE_RECORDED_OBSERVATION","REVALIDATE_LIVE_STATE","REFRESH_STALE_OBSERVATION","SECONDARY","UNVERIFIED"',
-    '"planning","research","coding","browser","deploy","R0","R1","R2","R4","R5","MIGRATION_UNSAFE"',
-    # checkpoint bodies (full rows)
-    '{"schema_version":"3","run_id":"","checkpoint_id":"","seq":0,"parent_checkpoint_id":null,'
-    '"parent_checkpoint_hash":null,"migrated_from_hash":null,"migration_ref":null,"run_kind":"research",'
-    '"release_id":"sha256:","environment_id":"sha256:","placement_ref":"sha256:","candidate_manifest_ref":"sha256:",'
-    '"verifier_evidence_ref":"sha256:","workspace_snapshot_ref":null,"memory_snapshot_ref":null,'
-    '"search_state_ref":null,"operation_ledger_ref":"sha256:","authority_context_ref":"sha256:",'
-    '"constraints":{"portable_to_regions":[],"portable_to_providers":[],"requires_hardware_attestation":false,'
-    '"contains_non_exportable_state":false,"data_scope":null},"owner_epoch":0,"boundary":"GENERATING",'
-    '"resumability":"R2","resumability_reasons":["deterministic_state"],',
-    # event bodies
-    '{"target_placement":"","target_epoch":,"reason":"","compatibility_decision":{},"authority_before":"OBSERVE",'
-    '"authority_after":"OBSERVE","detail":{"request_seq":,"previous_owner":null,"coordinator":"","forced":false,'
-    '"fenced_targets":0,"observations":0,"unresolved_operations":[],"resume_release_id":"sha256:",'
-    '"budget_exhausted":[]}}',
-    '{"checkpoint_id":"","source_placement":"","source_epoch":,"release_id":"sha256:","state_schema":"3",'
-    '"resume_boundary":"GENERATING","detail":{"checkpoint_hash":"sha256:","resumability":"R3","owner":"worker:',
-    # the records of an observation boundary
-    '{"authority":"AUTHORITATIVE","content_ref":"sha256:","freshness_budget_s":3600,"interpretation_refs":[],'
-    '"observed_at":"2026-","query":{},"source":"',
-    '{"observation_refs":["sha256:"],"previous":"sha256:","total":',
-    '{"active_plan":[],"candidate_refs":[],"derived_facts":[],"hypotheses":[],"memory":{},"step":,"task":"",'
-    '"unresolved_uncertainty":[]}',
-    '{"limits":{"browser_seconds":0,"deadline":"20","model_calls":,"model_spend_usd":"","retries":3,'
-    '"sandbox_seconds":0,"search_expansions":,"tool_calls":,"verification_reserve_usd":"1"},'
-    '"used":{"browser_seconds":0,"model_calls":0,"model_spend_usd":"0","retries":0,"sandbox_seconds":0,'
-    '"search_expansions":0,"tool_calls":,"verification_spend_usd":"0"}}',
-    # checkpoint deltas, the commonest row of all
-    '{"set":{"task_state_ref":"sha256:","observation_manifest_ref":"sha256:","budget_ledger_ref":"sha256:",'
-    '"sealed_at":"2026-12-0T00:00:00.000000Z"},"unset":[]}',
-)
+DICTIONARY_V1_FILE = Path(__file__).with_name("row_codec_v1.dict")
+"""The preset dictionary of codec V1: field names and enum values of Baton's records, no run's data. It is a
+data file, not code, so a reader outside Baton (the fault matrix's oracles) can inflate stored rows with the
+standard library alone."""
 
-DICTIONARY_V1: bytes = "".join(_WORDS).encode("utf-8")
-"""The preset dictionary of codec V1 (frozen: part of the stored format)."""
+DICTIONARY_V1: bytes = DICTIONARY_V1_FILE.read_bytes()
+DICTIONARY_V1_SHA256 = "7a6ae66214230cc08149f902444338ce1dce67a2c060168f916f6438de80fb2d"
+"""The dictionary's digest: part of the stored format, checked when this module loads."""
+
+if hashlib.sha256(DICTIONARY_V1).hexdigest() != DICTIONARY_V1_SHA256:
+    raise ImportError(f"{DICTIONARY_V1_FILE} is not codec V1's dictionary: rows packed with it would not unpack")
 
 _LEVEL = 6
 _WBITS = -15  # raw DEFLATE (RFC 1951): no zlib header or checksum; the readers verify content themselves

@@ -366,18 +366,40 @@ def _portable_state_files(root: Path) -> list[Path]:
     return files
 
 
-def inflated_blob_rows(database: Path) -> list[bytes]:
-    """The blob rows of a SQLite store that are kept compressed (codec 1: raw DEFLATE), inflated with zlib here:
-    a byte search of the file would not see inside them."""
+_PACKED_DICTIONARY = Path(__file__).resolve().parents[1] / "store" / "row_codec_v1.dict"
+"""The preset dictionary of the store's packed rows (blob codec 2, `packed` columns): a data file of the stored
+format, read here as bytes so that no Baton code decodes what this oracle searches."""
+_PACKED_ROWS = ("SELECT data, codec FROM blobs WHERE codec IN (1, 2)",
+                "SELECT packed, 2 FROM events WHERE packed IS NOT NULL",
+                "SELECT packed, 2 FROM checkpoints WHERE packed IS NOT NULL")
+"""(stored bytes, how they are packed): 1 raw DEFLATE, 2 raw DEFLATE primed with the dictionary."""
+
+
+def _inflate(data: bytes, codec: int, dictionary: bytes) -> bytes | None:
+    unpacker = zlib.decompressobj(-15, zdict=dictionary) if codec == 2 else zlib.decompressobj(-15)
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as conn:
-            rows = conn.execute("SELECT data FROM blobs WHERE codec = 1").fetchall()
-    except sqlite3.Error:  # no blobs table, or no codec column (a store from before compression): raw bytes only
-        return []
-    inflated = []
-    for (data,) in rows:
-        with contextlib.suppress(zlib.error):
-            inflated.append(zlib.decompress(bytes(data), -15))
+        return unpacker.decompress(data) + unpacker.flush()
+    except zlib.error:
+        return None
+
+
+def inflated_store_rows(database: Path) -> list[bytes]:
+    """The rows of a SQLite store that are kept compressed (blob codecs 1 and 2, packed event and checkpoint
+    bodies), inflated with zlib here: a byte search of the file would not see inside them."""
+    dictionary = _PACKED_DICTIONARY.read_bytes()
+    inflated: list[bytes] = []
+    try:
+        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return inflated
+    with contextlib.closing(conn):
+        for query in _PACKED_ROWS:
+            try:
+                rows = conn.execute(query).fetchall()
+            except sqlite3.Error:  # a store from before compression or packing: nothing of that kind to inflate
+                continue
+            inflated += [row for row in (_inflate(bytes(data), int(codec), dictionary) for data, codec in rows)
+                         if row is not None]
     return inflated
 
 
@@ -388,7 +410,7 @@ def secret_in_state(files: CaseFiles) -> list[str]:
     for path in _portable_state_files(files.root):
         contents = [path.read_bytes()]
         if path.name == "baton.db":
-            contents += inflated_blob_rows(path)
+            contents += inflated_store_rows(path)
         for secret in files.planted:
             if any(secret.encode("utf-8") in data for data in contents):
                 evidence.append(f"planted credential {secret[:4]}... found in {path.relative_to(files.root)}")

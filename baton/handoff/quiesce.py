@@ -50,7 +50,7 @@ _WATCHED_TYPES = (EventType.HANDOFF_REQUESTED, EventType.SOURCE_QUIESCED, EventT
                   EventType.OWNERSHIP_TRANSFERRED)
 _WATCH_SQL = (
     "WITH hi AS (SELECT MAX(seq) AS m FROM events WHERE run_id = ?) "
-    "SELECT hi.m, e.seq, e.event_type, e.run_id, e.at, e.body FROM hi "
+    "SELECT hi.m, e.seq, e.event_type, e.run_id, e.at, e.body, {packed} FROM hi "
     "LEFT JOIN events e ON e.run_id = ? AND e.seq > ? AND e.seq <= hi.m "
     "AND e.event_type IN (" + ", ".join("?" for _ in _WATCHED_TYPES) + ") ORDER BY e.seq"
 )
@@ -75,7 +75,7 @@ class HandoffWatch:
 
     def check_in(self, store: SqlStore, tx: Tx) -> QuiesceSignal | None:
         """Fold in the events committed since the last check, inside `tx`; the pending request, if any."""
-        rows = tx.rows(_WATCH_SQL, (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
+        rows = tx.rows(store.with_packed(tx, _WATCH_SQL), (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
         high = self.mark
         for top, seq, *row in rows:
             if top is not None:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from baton.errors import BlobNotFoundError, IntegrityError, StoreError
 from baton.identity import REF_PREFIX, hex_of
+from baton.store import row_codec
 from baton.store.core import StoreCore, Tx
 
 
@@ -45,26 +46,29 @@ CODEC_RAW = 0
 """`blobs.codec` of a row whose `data` is the blob's bytes as they are (every row before migration 7)."""
 CODEC_DEFLATE = 1
 """`blobs.codec` of a row whose `data` is the blob's bytes compressed as a raw DEFLATE stream (RFC 1951)."""
+CODEC_PACKED_V1 = 2
+"""`blobs.codec` of a row whose `data` is raw DEFLATE primed with `row_codec.DICTIONARY_V1` (migration 8 on)."""
 
 _MIN_SAVING = 16
 """A body is stored compressed only when that saves at least this many bytes (and a tenth of it)."""
 _LINK_MARK = b'"previous":"sha256:'
-"""Bodies that link to a predecessor stay raw, so PostgreSQL's chain query can read the link."""
+"""Bodies that link to a predecessor stay raw on PostgreSQL, so its chain query can read the link."""
 
 
-def encode_body(data: bytes) -> tuple[int, bytes]:
-    """(codec, stored bytes) for a blob row: DEFLATE where it saves enough, else the bytes as they are.
+def encode_body(data: bytes, *, links_raw: bool = True) -> tuple[int, bytes]:
+    """(codec, stored bytes) for a blob row: DEFLATE primed with Baton's vocabulary (`row_codec`) where it
+    saves enough, else the bytes as they are.
 
-    The row's key stays the sha256 of the raw bytes; `decode_body` gives them back and every read
+    With `links_raw` (a backend whose chain query reads links in the stored bytes: PostgreSQL), a body
+    that links to a predecessor stays raw. The row's key stays the sha256 of the raw bytes; `decode_body` gives them back and every read
     verifies them against that key, so compression never weakens the integrity check.
     """
-    if len(data) < 2 * _MIN_SAVING or _LINK_MARK in data:
+    if len(data) < 2 * _MIN_SAVING or (links_raw and _LINK_MARK in data):
         return CODEC_RAW, data
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
-    packed = packer.compress(data) + packer.flush()
+    packed = row_codec.pack(data)
     if len(data) - len(packed) < max(_MIN_SAVING, len(data) // 10):
         return CODEC_RAW, data
-    return CODEC_DEFLATE, packed
+    return CODEC_PACKED_V1, packed
 
 
 def decode_body(ref: str, codec: int, stored: bytes) -> bytes:
@@ -75,6 +79,11 @@ def decode_body(ref: str, codec: int, stored: bytes) -> bytes:
     """
     if codec == CODEC_RAW:
         return stored
+    if codec == CODEC_PACKED_V1:
+        try:
+            return row_codec.unpack(stored)
+        except ValueError as exc:
+            raise IntegrityError(f"blob {ref} is corrupt: its packed bytes do not unpack ({exc})") from None
     if codec != CODEC_DEFLATE:
         raise IntegrityError(f"blob {ref} is corrupt: its row names an unknown codec {codec!r}")
     unpacker = zlib.decompressobj(-15)
@@ -113,11 +122,12 @@ class BlobsSql(StoreCore):
 
     def _insert_blobs(self, tx: Tx, blobs: Mapping[str, bytes]) -> None:
         params: list[object] = []
+        links_raw = self.dialect.name in _SEGMENT_CHAIN_SQL  # only a backend with the chain query reads links in place
         for ref, data in blobs.items():
             actual = REF_PREFIX + hashlib.sha256(data).hexdigest()
             if actual != ref:
                 raise IntegrityError(f"refusing to store bytes under {ref}: they hash to {actual}")
-            codec, stored = encode_body(data) if self.compress_blobs else (CODEC_RAW, data)
+            codec, stored = encode_body(data, links_raw=links_raw) if self.compress_blobs else (CODEC_RAW, data)
             params += [digest_of(ref), stored, codec]
         for start in range(0, len(params), 3 * _ROWS_PER_INSERT):  # one statement per batch of rows
             chunk = params[start:start + 3 * _ROWS_PER_INSERT]

@@ -12,21 +12,34 @@ from baton.errors import CheckpointIntegrityError, RecordNotFoundError, StaleEpo
 from baton.identity import plain_value
 from baton.models.checkpoint import LEGACY_HASH_VERSIONS, ExecutionCheckpoint
 from baton.models.events import Event
-from baton.store import manifest_delta
+from baton.store import manifest_delta, row_codec
 from baton.store.blobs_sql import BlobsSql
 from baton.store.core import Row, Tx
 from baton.store.dialect import require_aware
 
-_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind, parent_checkpoint_id"
+_CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind, parent_checkpoint_id, {packed}"
+"""(`{packed}`: see `StoreCore.with_packed`.)"""
 _BODY_CACHE_LIMIT = 256
+PACKED_BODY = ""
+"""`checkpoints.body` of a row whose text is kept in `packed` instead (migration 8)."""
+
+
+def body_text(checkpoint_id: str, body: Any, packed: Any) -> str:
+    """A row's body text: `body`, or `packed` unpacked; CheckpointIntegrityError if `packed` is damaged."""
+    if packed is None:
+        return str(body)
+    try:
+        return row_codec.unpack_text(bytes(packed))
+    except ValueError as exc:
+        raise CheckpointIntegrityError(f"checkpoint {checkpoint_id}: its packed body is corrupt ({exc})") from None
 
 
 def _stored_row(row: Row) -> manifest_delta.StoredRow:
     """A row of `_CKPT_COLUMNS` as rebuilding needs it."""
-    checkpoint_id, _run_id, seq, stored_hash, text, kind, parent_id = row
+    checkpoint_id, _run_id, seq, stored_hash, text, kind, parent_id, packed = row
     return manifest_delta.StoredRow(
         str(checkpoint_id), int(seq), str(stored_hash), None if parent_id is None else str(parent_id),
-        str(kind), str(text),
+        str(kind), body_text(str(checkpoint_id), text, packed),
     )
 
 
@@ -60,21 +73,22 @@ class CheckpointsSql(BlobsSql):
             return manifest_delta.apply(parent, row)
         if since_full:
             return manifest_delta.rebuild(since_full)
-        rows = tx.rows(
-            "SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body FROM checkpoints "
+        rows = tx.rows(self.with_packed(
+            tx,
+            "SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body, {packed} FROM checkpoints "
             "WHERE run_id = ? AND seq <= ? AND seq >= "
-            "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND seq <= ? AND body_kind = 'full') ORDER BY seq",
+            "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND seq <= ? AND body_kind = 'full') ORDER BY seq"),
             (run_id, row.seq, run_id, row.seq),
         )
         return manifest_delta.rebuild(
             manifest_delta.StoredRow(str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else str(r[3]),
-                                     str(r[4]), str(r[5]))
+                                     str(r[4]), body_text(str(r[0]), r[5], r[6]))
             for r in rows
         )
 
     def _checkpoint(self, tx: Tx, row: Row, since_full: Sequence[Row] = ()) -> ExecutionCheckpoint:
         """The checkpoint of `row` (`_CKPT_COLUMNS`), validated; `since_full` as `_full_body`'s, in those columns."""
-        checkpoint_id, run_id, seq, stored_hash, text, kind, parent_id = row
+        checkpoint_id, run_id, seq, stored_hash = row[:4]
         stored = _stored_row(row)
         try:
             body = self._full_body(tx, run_id, stored, [_stored_row(r) for r in since_full] or None)
@@ -156,12 +170,13 @@ class CheckpointsSql(BlobsSql):
         """`append_checkpoint`'s work inside `tx`: lock the lease row, check the epoch and the chain, insert."""
         # One statement locks the lease row (so the epoch cannot advance under this append)
         # and reads the epoch and the latest checkpoint.
-        head = tx.one(
+        head = tx.one(self.with_packed(
+            tx,
             "SELECT l.epoch, c.seq, c.checkpoint_id, c.checkpoint_hash, c.body_kind, c.body, "
-            "c.parent_checkpoint_id FROM leases l "
+            "c.parent_checkpoint_id, {packed} FROM leases l "
             "LEFT JOIN checkpoints c ON c.run_id = l.run_id "
             "AND c.seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = l.run_id) "
-            "WHERE l.run_id = ? {for_update_lease}",
+            "WHERE l.run_id = ? {for_update_lease}"),
             (ckpt.run_id,),
         )
         if head is None:
@@ -180,12 +195,13 @@ class CheckpointsSql(BlobsSql):
                 ckpt.run_id,
                 manifest_delta.StoredRow(str(latest[1]), int(latest[0]), str(latest[2]),
                                          None if latest[5] is None else str(latest[5]),
-                                         str(latest[3]), str(latest[4])),
+                                         str(latest[3]), body_text(str(latest[1]), latest[4], latest[6])),
             )
         kind, text = manifest_delta.encode(body, parent, ckpt.seq)
+        packed = row_codec.pack_text(text) if self.compress_blobs else None
         tx.send(
             "INSERT INTO checkpoints (checkpoint_id, run_id, seq, checkpoint_hash, parent_checkpoint_id, "
-            "schema_version, boundary, body, sealed_at, body_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "schema_version, boundary, body, sealed_at, body_kind, packed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 ckpt.checkpoint_id,
                 ckpt.run_id,
@@ -194,9 +210,10 @@ class CheckpointsSql(BlobsSql):
                 ckpt.parent_checkpoint_id,
                 ckpt.schema_version,
                 ckpt.boundary.value,
-                text,
+                text if packed is None else PACKED_BODY,
                 self.dialect.ts_in(require_aware(ckpt.sealed_at, "sealed_at")),
                 kind,
+                packed,
             ),
         )
 
@@ -221,7 +238,8 @@ class CheckpointsSql(BlobsSql):
     def get_checkpoint(self, checkpoint_id: str) -> ExecutionCheckpoint:
         """The checkpoint, re-validated; CheckpointIntegrityError if it was tampered with."""
         with self._tx(write=False) as tx:
-            row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,))
+            row = tx.one(self.with_packed(tx, f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_id = ?"),
+                         (checkpoint_id,))
             if row is None:
                 raise RecordNotFoundError(f"checkpoint {checkpoint_id!r} is not in the store")
             return self._checkpoint(tx, row)
@@ -231,10 +249,11 @@ class CheckpointsSql(BlobsSql):
         with self._tx(write=False) as tx:
             # The newest row and the rows since the last full one, which rebuilding a delta needs: one statement
             # (at most FULL_EVERY rows), not a second query after the first.
-            rows = tx.rows(
+            rows = tx.rows(self.with_packed(
+                tx,
                 f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? AND seq >= COALESCE("
                 "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ? AND body_kind = 'full'), "
-                "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ?)) ORDER BY seq",
+                "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ?)) ORDER BY seq"),
                 (run_id, run_id, run_id),
             )
             if not rows:
@@ -246,11 +265,13 @@ class CheckpointsSql(BlobsSql):
     def list_checkpoints(self, run_id: str) -> list[ExecutionCheckpoint]:
         """The run's checkpoints in seq order."""
         with self._tx(write=False) as tx:
-            rows = tx.rows(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,))
+            rows = tx.rows(self.with_packed(tx, f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq"),
+                           (run_id,))
             return [self._checkpoint(tx, row) for row in rows]
 
     def checkpoint_by_hash(self, checkpoint_hash: str) -> ExecutionCheckpoint | None:
         """The checkpoint sealed with `checkpoint_hash`, or None."""
         with self._tx(write=False) as tx:
-            row = tx.one(f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_hash = ?", (checkpoint_hash,))
+            row = tx.one(self.with_packed(tx, f"SELECT {_CKPT_COLUMNS} FROM checkpoints WHERE checkpoint_hash = ?"),
+                         (checkpoint_hash,))
             return None if row is None else self._checkpoint(tx, row)

@@ -18,7 +18,7 @@ from typing import Any, Self
 from baton.errors import AppendOnlyViolation, BatonError, RecordNotFoundError, StoreError
 from baton.identity import canonical_json
 from baton.store.dialect import APPEND_ONLY_MARK, Dialect
-from baton.store.migrations import SCHEMA_MIGRATIONS_DDL, pending
+from baton.store.migrations import PACKED_ROWS, SCHEMA_MIGRATIONS_DDL, pending
 
 Row = tuple[Any, ...]
 
@@ -266,7 +266,18 @@ class StoreCore(ABC):
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, {now})",
                     (migration.version, migration.name),
                 )
+        self._packed_rows = True  # every migration is applied now, 8 included
         return [migration.version for migration in todo]
+
+    _packed_rows: bool | None = None
+    """Whether the schema has the `packed` columns of migration 8 (None: not known yet)."""
+
+    def with_packed(self, tx: Tx, sql: str) -> str:
+        """`sql` with `{packed}` as the `packed` column, or as `NULL AS packed` in a database opened without
+        migrating that predates migration 8 (read as it is: every row of it is plain)."""
+        if self._packed_rows is None:
+            self._packed_rows = tx.one("SELECT 1 FROM schema_migrations WHERE version = ?", (PACKED_ROWS,)) is not None
+        return sql.replace("{packed}", "packed" if self._packed_rows else "NULL AS packed")
 
     def applied_migrations(self) -> list[int]:
         """Versions recorded in schema_migrations, ascending."""

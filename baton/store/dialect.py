@@ -6,6 +6,8 @@ Store SQL is written once with `?` placeholders and these macros:
 * `{now_plus}` the database clock plus a duration given as one parameter
                (the parameter comes from `Dialect.duration_param`);
 * `{json}`     a placeholder for a JSON document (text in SQLite, jsonb in PostgreSQL);
+* `{bytes}`    a placeholder for bytes or NULL, typed even where nothing else types it
+               (a VALUES list selected from, in PostgreSQL);
 * `{for_update_lease}` the same, limited to the table aliased `l` (for joins);
 * `{for_update}` a row-lock clause (empty in SQLite, where `BEGIN IMMEDIATE`
                already serializes writers).
@@ -35,6 +37,7 @@ class Dialect(ABC):
     now_plus_sql: str
     clock_sql: str
     json_param_sql: str
+    bytes_param_sql: str = "?"
     for_update_sql: str
     text_type: str = "TEXT"
     int_type: str = "BIGINT"
@@ -53,6 +56,7 @@ class Dialect(ABC):
                 sql.replace("{now_plus}", self.now_plus_sql)
                 .replace("{now}", self.now_sql)
                 .replace("{json}", self.json_param_sql)
+                .replace("{bytes}", self.bytes_param_sql)
                 .replace("{for_update_lease}", f"{self.for_update_sql} OF l" if self.for_update_sql else "")
                 .replace("{for_update}", self.for_update_sql)
             )

@@ -62,8 +62,8 @@ class HandoffSql(StoreCore):
 
     def _answer_of(self, tx: Tx, run_id: str, request_seq: int) -> str | None:
         """The event type that already answered handoff request `request_seq`, if any."""
-        rows = tx.rows(
-            f"SELECT {EVENT_SELECT} FROM events WHERE run_id = ? AND seq > ? AND event_type IN (?, ?) ORDER BY seq",
+        rows = tx.rows(self.with_packed(
+            tx, f"SELECT {EVENT_SELECT} FROM events WHERE run_id = ? AND seq > ? AND event_type IN (?, ?) ORDER BY seq"),
             (run_id, request_seq, *_ANSWERS),
         )
         for _seq, event_type, *rest in rows:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from baton.errors import StoreError
 from baton.store.dialect import Dialect
 
+PACKED_ROWS = 8
+"""The migration that adds the `packed` columns of `events` and `checkpoints`."""
+
 APPEND_ONLY_TABLES: tuple[str, ...] = ("checkpoints", "events", "operation_transitions", "budget_charges")
 
 SCHEMA_MIGRATIONS_DDL = """
@@ -167,7 +170,47 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "blob bodies compressed at rest", lambda dialect: [
         "ALTER TABLE blobs ADD COLUMN codec SMALLINT NOT NULL DEFAULT 0",
     ]),
+    Migration(PACKED_ROWS, "small rows packed at rest", lambda dialect: _packed_rows(dialect)),
 )
+
+
+def _packed_rows(dialect: Dialect) -> list[str]:
+    """Event and checkpoint bodies may be kept packed (`baton.store.row_codec`) in a new nullable column.
+
+    Existing rows keep `packed` NULL and read as before; the new blob codec 2 needs no column, but a
+    baton that does not know it must refuse the database, which this migration's number makes it do.
+    No query selects events by type across runs (each filters by run first, through `events_by_run`),
+    so `events_by_type` only cost bytes at every event and goes; `budget_charges_by_run` keys on the run alone.
+    """
+    blob = "BLOB" if dialect.name == "sqlite" else "BYTEA"
+    statements = [
+        f"ALTER TABLE events ADD COLUMN packed {blob}",
+        f"ALTER TABLE checkpoints ADD COLUMN packed {blob}",
+        "DROP INDEX events_by_type",
+        # A run's charges are read all at once (`budget_used`); the rowid or a PostgreSQL posting list
+        # keeps them in order under one key, so the key needs no seq.
+        "DROP INDEX budget_charges_by_run",
+        "CREATE INDEX budget_charges_by_run ON budget_charges (run_id)",
+    ]
+    if dialect.name == "postgres":
+        statements += _hashed_keys()
+    return statements
+
+
+def _hashed_keys() -> list[str]:
+    """PostgreSQL: content digests and checkpoint hashes stay unique through hash-index exclusion constraints.
+
+    A digest is random, so a B-tree over it splits at random and sits about half full; a hash index holds
+    a 4-byte hash code per row instead of the key. `INSERT ... ON CONFLICT DO NOTHING` (no conflict
+    target) honours an exclusion constraint as it does a unique one, and every lookup is by equality.
+    """
+    return [
+        "ALTER TABLE blobs ALTER COLUMN digest SET NOT NULL",
+        "ALTER TABLE blobs DROP CONSTRAINT blobs_pkey",
+        "ALTER TABLE blobs ADD CONSTRAINT blobs_digest_unique EXCLUDE USING hash (digest WITH =)",
+        "ALTER TABLE checkpoints DROP CONSTRAINT checkpoints_checkpoint_hash_key",
+        "ALTER TABLE checkpoints ADD CONSTRAINT checkpoints_hash_unique EXCLUDE USING hash (checkpoint_hash WITH =)",
+    ]
 
 
 _CATALOG: tuple[str, ...] = (

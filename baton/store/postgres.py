@@ -42,6 +42,7 @@ class PostgresDialect(Dialect):
     now_plus_sql = "(statement_timestamp() + make_interval(secs => ?))"
     clock_sql = "clock_timestamp()"
     json_param_sql = "CAST(? AS jsonb)"
+    bytes_param_sql = "CAST(? AS bytea)"
     for_update_sql = "FOR UPDATE"
     ts_type = "TIMESTAMPTZ"
     json_type = "JSONB"

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from baton.errors import RecordNotFoundError, StoreError
+from baton.errors import IntegrityError, RecordNotFoundError, StoreError
 from baton.models.checkpoint import RunKind
 from baton.models.events import CATALOG_EVENT_RUN_ID, Event, EventType
+from baton.store import row_codec
 from baton.store.core import Row, StoreCore, Tx, json_text
 from baton.store.dialect import require_aware
 from baton.store.records import RUN_STATUSES, Lease, RunRecord
 
 EVENTS_PER_INSERT = 100
 """Events written by one multi-row INSERT (400 parameters: far under either backend's limit)."""
-_EVENT_COLUMNS = "run_id, event_type, at, body"
+_EVENT_COLUMNS = "run_id, event_type, at, body, packed"
 _RUN_COLUMNS = "run_id, kind, release_id, placement, status, created_at, updated_at, detail"
 
 
 _EVENT_ROW_FIELDS = frozenset({"event_type", "run_id", "at"})
 """Event fields kept in columns of their own, so not repeated in the row's JSON body."""
-EVENT_SELECT = "seq, event_type, run_id, at, body"
-"""The columns `event_of` needs, in its order after `seq`."""
+EVENT_SELECT = "seq, event_type, run_id, at, body, {packed}"
+"""The columns `event_of` needs, in its order after `seq` (`{packed}`: see `StoreCore.with_packed`)."""
+PACKED_BODY = "{}"
+"""`events.body` of a row whose JSON is kept in `packed` instead (migration 8): an empty object."""
 
 
 def _event_body(event: Event) -> str:
@@ -34,10 +38,26 @@ def _event_body(event: Event) -> str:
     return event.model_dump_json(exclude_none=True, exclude=set(_EVENT_ROW_FIELDS))
 
 
-def event_of(dialect: Any, event_type: Any, run_id: Any, at: Any, body: Any) -> Event:
+def _stored_body(event: Event, packed: bool) -> tuple[str, bytes | None]:
+    """(`body`, `packed`) column values of an event row: the JSON as it is, or packed (`row_codec`)."""
+    text = _event_body(event)
+    if not packed:
+        return text, None
+    return PACKED_BODY, row_codec.pack_text(text)
+
+
+def event_of(dialect: Any, event_type: Any, run_id: Any, at: Any, body: Any, packed: Any = None) -> Event:
     """The event of an `events` row (selected as EVENT_SELECT). Rows written before the body left
-    out its column fields still carry them, and keep their own values."""
-    doc = dict(dialect.json_out(body))
+    out its column fields still carry them, and keep their own values. A packed body that does not
+    unpack raises IntegrityError; one that unpacks fails as the same text in `body` would."""
+    if packed is not None:
+        try:
+            text = row_codec.unpack_text(bytes(packed))
+        except ValueError as exc:
+            raise IntegrityError(f"event of run {run_id!r}: its packed body is corrupt ({exc})") from None
+        doc = dict(json.loads(text))
+    else:
+        doc = dict(dialect.json_out(body))
     doc.setdefault("event_type", str(event_type))
     doc.setdefault("run_id", str(run_id))
     doc.setdefault("at", dialect.ts_out(at))
@@ -220,9 +240,10 @@ class RunsSql(StoreCore):
         seqs: list[int] = []
         for start in range(0, len(prepared), EVENTS_PER_INSERT):  # one round trip per chunk, not per event
             chunk = prepared[start:start + EVENTS_PER_INSERT]
+            pack = self.compress_blobs  # type: ignore[attr-defined]  # BlobsSql's flag: rows at rest are packed
             params = [value for event, at in chunk
-                      for value in (event.run_id, event.event_type.value, at, _event_body(event))]
-            values = ", ".join(["(?, ?, ?, {json})"] * len(chunk))
+                      for value in (event.run_id, event.event_type.value, at, *_stored_body(event, pack))]
+            values = ", ".join(["(?, ?, ?, {json}, {bytes})"] * len(chunk))
             if tx.append_locked:
                 insert = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {values}"
             else:
@@ -263,5 +284,5 @@ class RunsSql(StoreCore):
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
         with self._tx(write=False) as tx:
-            rows = tx.rows(sql, params)
+            rows = tx.rows(self.with_packed(tx, sql), params)
         return [(int(row[0]), event_of(self.dialect, *row[1:])) for row in rows]

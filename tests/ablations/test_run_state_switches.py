@@ -26,6 +26,7 @@ from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.errors import BudgetExhausted, ObservationNeedsRevalidation
 from baton.runtime.services import RuntimeServices
 from baton.store.blobs_sql import decode_body
+from baton.store.checkpoints_sql import body_text
 from baton.targets.corpus_service import CorpusClient
 from baton.targets.service_process import ServiceProcess
 
@@ -126,8 +127,10 @@ def sealed_authority(services: RuntimeServices, home: Path) -> str:
     A checkpoint row holds either its whole body or what changed from its parent (`{"set": .., "unset": ..}`).
     """
     fields: dict[str, object] = {}
-    for (body,) in services.store.execute_raw("SELECT body FROM checkpoints WHERE run_id = ? ORDER BY seq", ("run-1",)):
-        doc = json.loads(body)
+    rows = services.store.execute_raw("SELECT checkpoint_id, body, packed FROM checkpoints WHERE run_id = ? ORDER BY seq",
+                                      ("run-1",))
+    for checkpoint_id, body, packed in rows:
+        doc = json.loads(body_text(checkpoint_id, body, packed))  # a packed row (migration 8) unpacked
         if set(doc) == {"set", "unset"}:
             fields.update(doc["set"])
             for name in doc["unset"]:

@@ -226,3 +226,28 @@ def test_the_citation_verifier_records_each_verdict_with_the_bytes_the_corpus_fi
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(line["verifier"], line["result"]) for line in lines] == [("citations-1", "PASS"), ("citations-1", "FAIL")]
     assert {line["content_sha256"] for line in lines} == {publication_payload("r", report)["report_hash"]}
+
+
+@pytest.mark.parametrize("where", ["blob", "event"])
+def test_a_planted_secret_inside_a_packed_store_row_is_caught(tmp_path: Path, where: str) -> None:
+    """The store keeps blobs and event bodies packed (DEFLATE primed with a dictionary): the secret is not in the
+    file's bytes, and the oracle still finds it by inflating the rows itself."""
+    import datetime as dt
+
+    from baton.identity import REF_PREFIX
+    from baton.models.events import Event, EventType
+    from baton.store.factory import open_store
+
+    secret = "AKIAZ7BATONFAULTS123"
+    root = _case(tmp_path)
+    (root / "planted-secrets.json").write_text(json.dumps([secret]))
+    document = json.dumps({"content": f"notes: {secret} " + "the quick brown fox " * 20}).encode()
+    with open_store(None, root / "home") as store:
+        if where == "blob":
+            store.put_blobs({REF_PREFIX + hashlib.sha256(document).hexdigest(): document})
+        else:
+            store.append_event(Event(event_type=EventType.RUN_CREATED, run_id=RUN, at=dt.datetime.now(dt.UTC),
+                                     detail={"note": document.decode()}))
+    database = root / "home" / "baton.db"
+    assert secret.encode() not in database.read_bytes(), "the row was stored plain: this case tests nothing"
+    assert Question.SECRET_IN_STATE in _yes(root)

@@ -66,7 +66,7 @@ def _prepared(coordinator: HandoffCoordinator, original: ExecutionCheckpoint) ->
 
 
 def _raw_row(store: SqlStore, checkpoint_id: str) -> tuple:
-    return tuple(store.execute_raw("SELECT checkpoint_hash, schema_version, body FROM checkpoints WHERE checkpoint_id = ?",
+    return tuple(store.execute_raw("SELECT checkpoint_hash, schema_version, body, packed FROM checkpoints WHERE checkpoint_id = ?",
                                    (checkpoint_id,))[0])
 
 

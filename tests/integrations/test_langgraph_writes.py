@@ -21,6 +21,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from baton.errors import SecretInStateError
 from baton.integrations.langgraph import BatonSaver, UnsafeValueError
 from baton.store.blobs_sql import decode_body
+from baton.store.checkpoints_sql import body_text
 from baton.store.factory import open_store
 
 from tests.integrations.lg_graphs import run_growing_graph as _run_graph
@@ -47,7 +48,8 @@ def _all_bytes(store: Any) -> bytes:
     found = _blob_bodies(store)
     found += [bytes(row[0]) for row in store.execute_raw("SELECT metadata FROM lg_checkpoints")]
     found += [bytes(row[0]) for row in store.execute_raw("SELECT writes FROM lg_writes")]
-    found += [str(row[0]).encode() for row in store.execute_raw("SELECT body FROM checkpoints")]
+    found += [body_text(str(row[0]), row[1], row[2]).encode()  # packed rows (migration 8) unpacked
+              for row in store.execute_raw("SELECT checkpoint_id, body, packed FROM checkpoints")]
     return b"\n".join(found)
 
 

@@ -1,4 +1,4 @@
-"""Blob bodies compressed at rest (migration 7), on every SQL backend.
+"""Blob bodies compressed at rest (migration 7; primed with a dictionary since migration 8), on every SQL backend.
 
 The row's key is the sha256 of the raw bytes; every read decodes the row and
 verifies what it decoded against that key, so a damaged compressed body is
@@ -18,7 +18,8 @@ import pytest
 from baton.errors import IntegrityError
 from baton.identity import sha256_ref
 from baton.store.base import SqlStore
-from baton.store.blobs_sql import CODEC_DEFLATE, CODEC_RAW, decode_body, digest_of, encode_body
+from baton.store import row_codec
+from baton.store.blobs_sql import CODEC_DEFLATE, CODEC_PACKED_V1, CODEC_RAW, decode_body, digest_of, encode_body
 from baton.store.sql_blobs import SqlBlobStore
 from builders.fixtures import Backend
 
@@ -59,15 +60,17 @@ def _overwrite_row(store: SqlStore, ref: str, data: bytes) -> None:
 
 def test_encode_body_compresses_only_where_it_pays() -> None:
     codec, stored = encode_body(RECORD)
-    assert codec == CODEC_DEFLATE and len(stored) < len(RECORD)
+    assert codec == CODEC_PACKED_V1 and len(stored) < len(RECORD)
     assert decode_body(sha256_ref(RECORD), codec, stored) == RECORD
     assert encode_body(NOISE) == (CODEC_RAW, NOISE)
     assert encode_body(b"tiny") == (CODEC_RAW, b"tiny")
     segment = b'{"observation_refs":["sha256:' + b"0" * 64 + b'"],"previous":"sha256:' + b"1" * 64 + b'"}'
-    assert encode_body(segment) == (CODEC_RAW, segment)  # the chain query reads its link in place
+    assert encode_body(segment) == (CODEC_RAW, segment)  # PostgreSQL's chain query reads its link in place
+    codec, stored = encode_body(segment, links_raw=False)  # SQLite has no such query
+    assert codec == CODEC_PACKED_V1 and decode_body(sha256_ref(segment), codec, stored) == segment
     text = base64.b64encode(random.Random(3).randbytes(1536))  # the benchmark's observations: a quarter smaller
     codec, stored = encode_body(text)
-    assert codec == CODEC_DEFLATE and len(stored) < 0.8 * len(text)
+    assert codec == CODEC_PACKED_V1 and len(stored) < 0.8 * len(text)
 
 
 def test_blobs_are_stored_compressed_where_it_pays_and_read_back(store: SqlStore) -> None:
@@ -75,7 +78,7 @@ def test_blobs_are_stored_compressed_where_it_pays_and_read_back(store: SqlStore
     record, noise = blobs.put(RECORD), blobs.put(NOISE)
     data, codec = _row(store, record)
     if store.compress_blobs:  # the SQLite file and PostgreSQL; the simulation's in-memory store keeps rows raw
-        assert codec == CODEC_DEFLATE and len(data) < len(RECORD)
+        assert codec == CODEC_PACKED_V1 and len(data) < len(RECORD)
     else:
         assert (data, codec) == (RECORD, CODEC_RAW)
     assert _row(store, noise) == (NOISE, CODEC_RAW)
@@ -86,13 +89,13 @@ def test_blobs_are_stored_compressed_where_it_pays_and_read_back(store: SqlStore
     assert blobs.total_bytes() == len(RECORD) + len(NOISE)
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "other_bytes", "unknown_codec"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "other_bytes", "deflate_other_bytes", "unknown_codec"])
 def test_a_corrupt_compressed_row_is_refused(store: SqlStore, damage: str) -> None:
     store.compress_blobs = True  # on every backend, the in-memory one included
     blobs = SqlBlobStore(store)
     ref = blobs.put(RECORD)
     data, codec = _row(store, ref)
-    assert codec == CODEC_DEFLATE
+    assert codec == CODEC_PACKED_V1
     if damage == "flip":
         changed = bytearray(data)
         changed[len(changed) // 2] ^= 0x01
@@ -100,8 +103,11 @@ def test_a_corrupt_compressed_row_is_refused(store: SqlStore, damage: str) -> No
     elif damage == "truncate":
         _overwrite_row(store, ref, data[: len(data) // 2])
     elif damage == "other_bytes":  # a well-formed stream of other content
+        _overwrite_row(store, ref, row_codec.pack(RECORD.replace(b"corpus", b"CORPUS")))
+    elif damage == "deflate_other_bytes":  # a migration-7 row (plain DEFLATE) of other content
         packer = zlib.compressobj(6, zlib.DEFLATED, -15)
         _overwrite_row(store, ref, packer.compress(RECORD.replace(b"corpus", b"CORPUS")) + packer.flush())
+        _set_codec(store, ref, CODEC_DEFLATE)
     else:
         _set_codec(store, ref, 7)
     for read in (lambda: blobs.get(ref), lambda: blobs.get_many([ref]), lambda: blobs.get_many([ref], missing_ok=True),
@@ -130,3 +136,15 @@ def test_a_database_from_before_compression_migrates_and_reads(backend: Backend)
         assert blobs.get(old) == RECORD
         new = blobs.put(RECORD + b" and more")
         assert blobs.get_many([old, new]) == {old: RECORD, new: RECORD + b" and more"}
+
+
+def test_a_row_compressed_before_migration_8_still_reads(store: SqlStore) -> None:
+    """Rows migration 7 wrote (plain DEFLATE, codec 1) read back, verified, beside the primed ones."""
+    store.compress_blobs = True
+    blobs = SqlBlobStore(store)
+    ref = blobs.put(RECORD)
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    _overwrite_row(store, ref, packer.compress(RECORD) + packer.flush())
+    _set_codec(store, ref, CODEC_DEFLATE)
+    assert blobs.get(ref) == RECORD and blobs.get_many([ref]) == {ref: RECORD}
+    assert blobs.size(ref) == len(RECORD) and blobs.total_bytes() == len(RECORD)

@@ -12,6 +12,7 @@ import json
 from decimal import Decimal
 
 from baton.models import BudgetUsage, Event, EventType
+from baton.store import row_codec
 from baton.store.base import SqlStore
 from builders.records import parts
 
@@ -19,7 +20,11 @@ AT = dt.datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=dt.timezone(dt.timedelta(ho
 
 
 def _stored(store: SqlStore, sql: str, params: tuple[object, ...] = ()) -> dict[str, object]:
-    value = store.execute_raw(sql, params)[0][0]
+    """The JSON a row holds: the first column selected, or the second (`packed`, migration 8) where it is set."""
+    row = store.execute_raw(sql, params)[0]
+    if len(row) > 1 and row[1] is not None:
+        return dict(json.loads(row_codec.unpack_text(bytes(row[1]))))
+    value = row[0]
     return json.loads(value) if isinstance(value, (str, bytes)) else dict(value)
 
 
@@ -31,7 +36,7 @@ def test_an_event_body_holds_only_what_its_columns_do_not(store: SqlStore) -> No
                  authority_before="OBSERVE", authority_after="VERIFY", resume_boundary="GENERATING",
                  detail={"owner": "worker:w1", "nested": {"n": [1, None]}})
     seqs = store.append_events([sparse, full])
-    body = _stored(store, "SELECT body FROM events WHERE seq = ?", (seqs[0],))
+    body = _stored(store, "SELECT body, packed FROM events WHERE seq = ?", (seqs[0],))
     assert body == {"source_epoch": 2, "detail": {}}
     assert [event for _, event in store.list_events(run_id="run-1")] == [sparse, full]
     assert [seq for seq, _ in store.list_events(event_types=[EventType.CHECKPOINT_SEALED])] == [seqs[1]]

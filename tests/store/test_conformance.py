@@ -747,15 +747,16 @@ def test_fenced_worker_cannot_append_a_checkpoint(store: SqlStore) -> None:
 
 
 def test_checkpoint_rows_are_deltas_between_full_snapshots(store: SqlStore, backend: Backend) -> None:
+    from baton.store.checkpoints_sql import body_text
     from baton.store.manifest_delta import FULL_EVERY
 
     run = new_run(store)
     written = chain(run.run_id, FULL_EVERY + 3)
     for ckpt in written:
         store.append_checkpoint(ckpt)
-    rows = store.execute_raw(
-        "SELECT seq, body_kind, body FROM checkpoints WHERE run_id = ? ORDER BY seq", (run.run_id,)
-    )
+    rows = [(seq, kind, body_text(str(seq), body, packed)) for seq, kind, body, packed in store.execute_raw(
+        "SELECT seq, body_kind, body, packed FROM checkpoints WHERE run_id = ? ORDER BY seq", (run.run_id,)
+    )]
     kinds = {int(seq): kind for seq, kind, _ in rows}
     assert [seq for seq, kind in kinds.items() if kind == "full"] == [0, FULL_EVERY]
     for _, kind, body in rows:  # an unchanged field (the release) is stored only in full rows

@@ -16,7 +16,7 @@ from baton.agents.browser_agent import BROWSER_STATE
 from baton.agents.browser_session import BrowserPool
 from baton.checkpoints import restore
 from baton.errors import TargetRejectedError
-from baton.faults.oracles import inflated_blob_rows
+from baton.faults.oracles import inflated_store_rows
 from baton.fencing import FencingToken
 from baton.handoff.coordinator import HandoffOutcome, HandoffRequest
 from baton.models import AuthorityLevel, Boundary
@@ -136,7 +136,7 @@ def _holding(root: Path, secrets: list[bytes], skip: tuple[str, ...]) -> list[st
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path.relative_to(root).parts[0] in skip:
             continue
-        contents = [path.read_bytes(), *(inflated_blob_rows(path) if path.name == "baton.db" else [])]
+        contents = [path.read_bytes(), *(inflated_store_rows(path) if path.name == "baton.db" else [])]
         if any(secret in data for data in contents for secret in secrets):
             found.append(str(path.relative_to(root)))
     return found

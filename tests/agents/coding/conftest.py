@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,17 +49,29 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
             if line.endswith("\n") and line.strip()]
 
 
+PACKED_ROW_DICTIONARY = Path(__file__).resolve().parents[3] / "baton" / "store" / "row_codec_v1.dict"
+"""The stored format's preset dictionary, read as a data file so these readers decode no row with Baton's code."""
+
+
+def _row_text(text: str | None, packed: bytes | None) -> str:
+    """A row's JSON body: kept as text, or packed as raw DEFLATE primed with the format's dictionary."""
+    if packed is None:
+        return str(text)
+    unpacker = zlib.decompressobj(-15, zdict=PACKED_ROW_DICTIONARY.read_bytes())
+    return (unpacker.decompress(bytes(packed)) + unpacker.flush()).decode("utf-8")
+
+
 def plain_checkpoints(home: Path, run_id: str) -> list[dict[str, Any]]:
-    """Every checkpoint body of a run, rebuilt from the SQLite rows with sqlite3 and json alone."""
+    """Every checkpoint body of a run, rebuilt from the SQLite rows with sqlite3, zlib and json alone."""
     conn = sqlite3.connect(f"file:{home / 'baton.db'}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body "
+        rows = conn.execute("SELECT checkpoint_id, seq, checkpoint_hash, parent_checkpoint_id, body_kind, body, packed "
                             "FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
     finally:
         conn.close()
     bodies: list[dict[str, Any]] = []
-    for checkpoint_id, seq, checkpoint_hash, parent_id, kind, text in rows:
-        document = json.loads(text)
+    for checkpoint_id, seq, checkpoint_hash, parent_id, kind, text, packed in rows:
+        document = json.loads(_row_text(text, packed))
         if kind == "full":
             body = dict(document)
         else:

@@ -102,7 +102,11 @@ class PostgresStore(SqlStore):
             self.url, autocommit=False, connect_timeout=self.connect_timeout_s, application_name="baton"
         )
         try:
-            conn.execute("SET TIME ZONE 'UTC'")
+            # No JIT: the store's statements are short lookups and writes. Before autovacuum has analyzed a new
+            # store, the planner does not know a blob digest is unique (an exclusion constraint, not a unique
+            # index), overestimates the segment-chain query by five orders of magnitude and JIT-compiles it:
+            # about 130 ms a call for a query that takes 5 (`baton bench handoff`, PostgreSQL with SQL blobs).
+            conn.execute("SET TIME ZONE 'UTC'; SET jit = off")
             conn.commit()
         except BaseException:
             conn.close()

@@ -184,3 +184,28 @@ def test_a_one_statement_write_leaves_no_pipeline_behind(postgres_store: SqlStor
         store.append_events([event(run.run_id, EventType.LEASE_ACQUIRED)])
     assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF and store._pipelines == {}
     assert store.get_operation(claim.entry.operation_id).state is OperationState.COMMITTED
+
+
+def _jit_functions(store: SqlStore, *settings: str) -> int:
+    """Functions PostgreSQL JIT-compiled to run the segment-chain query on one of the store's connections,
+    with every query's estimated cost over the JIT threshold (as a new store's misestimates put it)."""
+    from baton.store.blobs_sql import _SEGMENT_CHAIN_SQL
+
+    conn = store._conn()
+    try:
+        for setting in ("SET LOCAL jit_above_cost = 0", *settings):
+            conn.execute(setting)
+        sql = _SEGMENT_CHAIN_SQL["postgres"].replace("?", "%s")
+        ((plan,),) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, (b"\0" * 32,)).fetchall()
+    finally:
+        conn.rollback()
+    return int(plan[0].get("JIT", {}).get("Functions", 0))
+
+
+def test_the_store_never_jit_compiles(postgres_store: SqlStore) -> None:
+    """Before autovacuum analyzes a new store, the planner overestimates the segment-chain query (a blob
+    digest is unique by an exclusion constraint, which it does not count on) and JIT-compiled it on every
+    call: about 130 ms each, against 5 once analyzed (`baton bench handoff`, PostgreSQL, SQL blobs, stop 34).
+    The store's connections run with JIT off."""
+    assert _jit_functions(postgres_store, "SET LOCAL jit = on") > 0, "this server cannot JIT: the check is void"
+    assert _jit_functions(postgres_store) == 0

@@ -66,8 +66,9 @@ def _read(docs: Path, name: str) -> dict[str, Any]:
 def load_calibration(docs: Path = DOCS) -> Calibration:
     """Read the three benchmark artifacts; raise CalibrationError naming what is missing."""
     checkpoint, handoff, gateway = (_read(docs, name) for name in (CHECKPOINT_FILE, HANDOFF_FILE, GATEWAY_FILE))
+    # A run with --repeat N keeps every repetition; only the chosen one (median mean time) has its step times.
     legs = {leg["steps"]: leg for leg in checkpoint.get("legs", [])
-            if leg.get("system") == "baton-sdk-sqlite" and leg.get("status") == "ok"}
+            if leg.get("system") == "baton-sdk-sqlite" and leg.get("status") == "ok" and leg.get("chosen", True)}
     if len(legs) < 2:
         raise CalibrationError(f"{CHECKPOINT_FILE}: needs two ok legs of baton-sdk-sqlite")
     short, long = legs[min(legs)], legs[max(legs)]

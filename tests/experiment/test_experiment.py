@@ -158,3 +158,23 @@ def test_bad_input_gets_a_specific_error(tmp_path: Path) -> None:
         generate(1, 10, Parameters(fault_rate=1.5))
     with pytest.raises(CalibrationError, match="benchmarks-checkpoint.json is missing"):
         load_calibration(tmp_path)
+
+
+def test_calibration_reads_a_repeated_checkpoint_run_from_its_chosen_legs(tmp_path: Path) -> None:
+    """`bench checkpoint --repeat 3` keeps all three repetitions of a leg; only the chosen one has step times."""
+    from baton.experiment.calibration import CHECKPOINT_FILE, GATEWAY_FILE, HANDOFF_FILE
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for name in (HANDOFF_FILE, GATEWAY_FILE):
+        (tmp_path / name).write_text((docs / name).read_text())
+    checkpoint = json.loads((docs / CHECKPOINT_FILE).read_text())
+    sdk = [leg for leg in checkpoint["legs"] if leg["system"] == "baton-sdk-sqlite"]
+    repeated = []
+    for leg in sdk:
+        others = [{k: v for k, v in leg.items() if k != "step_ms"} | {"repetition": r, "chosen": False} for r in (1, 2)]
+        repeated += [others[0], leg, others[1]]  # the chosen leg is neither first nor last
+    checkpoint["legs"] = repeated
+    (tmp_path / CHECKPOINT_FILE).write_text(json.dumps(checkpoint))
+    calibrated = load_calibration(tmp_path)
+    longest = max(sdk, key=lambda leg: leg["steps"])
+    assert list(calibrated.seal_ms) == [float(ms) for ms in longest["step_ms"]]

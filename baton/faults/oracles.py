@@ -375,8 +375,11 @@ _PACKED_ROWS = ("SELECT data, codec FROM blobs WHERE codec IN (1, 2)",
 """(stored bytes, how they are packed): 1 raw DEFLATE, 2 raw DEFLATE primed with the dictionary."""
 
 
-def _inflate(data: bytes, codec: int, dictionary: bytes) -> bytes | None:
-    unpacker = zlib.decompressobj(-15, zdict=dictionary) if codec == 2 else zlib.decompressobj(-15)
+def inflate(data: bytes, codec: int = 2) -> bytes | None:
+    """Stored bytes as they were before packing (codec 1: raw DEFLATE; 2: primed with the dictionary, as every
+    `packed` column is), with zlib alone; None if they do not inflate."""
+    primed = {"zdict": _PACKED_DICTIONARY.read_bytes()} if codec == 2 else {}
+    unpacker = zlib.decompressobj(-15, **primed)
     try:
         return unpacker.decompress(data) + unpacker.flush()
     except zlib.error:
@@ -386,7 +389,6 @@ def _inflate(data: bytes, codec: int, dictionary: bytes) -> bytes | None:
 def inflated_store_rows(database: Path) -> list[bytes]:
     """The rows of a SQLite store that are kept compressed (blob codecs 1 and 2, packed event and checkpoint
     bodies), inflated with zlib here: a byte search of the file would not see inside them."""
-    dictionary = _PACKED_DICTIONARY.read_bytes()
     inflated: list[bytes] = []
     try:
         conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
@@ -398,7 +400,7 @@ def inflated_store_rows(database: Path) -> list[bytes]:
                 rows = conn.execute(query).fetchall()
             except sqlite3.Error:  # a store from before compression or packing: nothing of that kind to inflate
                 continue
-            inflated += [row for row in (_inflate(bytes(data), int(codec), dictionary) for data, codec in rows)
+            inflated += [row for row in (inflate(bytes(data), int(codec)) for data, codec in rows)
                          if row is not None]
     return inflated
 

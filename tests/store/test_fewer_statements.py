@@ -195,7 +195,7 @@ def _jit_functions(store: SqlStore, *settings: str) -> int:
     try:
         for setting in ("SET LOCAL jit_above_cost = 0", *settings):
             conn.execute(setting)
-        sql = _SEGMENT_CHAIN_SQL["postgres"].replace("?", "%s")
+        sql = store.dialect.render(_SEGMENT_CHAIN_SQL["postgres"])
         ((plan,),) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, (b"\0" * 32,)).fetchall()
     finally:
         conn.rollback()

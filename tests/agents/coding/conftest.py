@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from baton.authority import AuthorityService
 from baton.authority_keys import JWKS_FILE
+from baton.faults.oracles import inflate
 from baton.store.blobs_sql import decode_body
 from baton.targets.git_remote_service import PUSH_POLICY, GitRemoteClient, git_remote_process
 from baton.targets.service_process import ServiceProcess
@@ -49,16 +49,13 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
             if line.endswith("\n") and line.strip()]
 
 
-PACKED_ROW_DICTIONARY = Path(__file__).resolve().parents[3] / "baton" / "store" / "row_codec_v1.dict"
-"""The stored format's preset dictionary, read as a data file so these readers decode no row with Baton's code."""
-
-
 def _row_text(text: str | None, packed: bytes | None) -> str:
-    """A row's JSON body: kept as text, or packed as raw DEFLATE primed with the format's dictionary."""
+    """A row's JSON body: kept as text, or packed (inflated by the fault matrix's standard-library oracle)."""
     if packed is None:
         return str(text)
-    unpacker = zlib.decompressobj(-15, zdict=PACKED_ROW_DICTIONARY.read_bytes())
-    return (unpacker.decompress(bytes(packed)) + unpacker.flush()).decode("utf-8")
+    inflated = inflate(bytes(packed))
+    assert inflated is not None, "a packed checkpoint row does not inflate"
+    return inflated.decode("utf-8")
 
 
 def plain_checkpoints(home: Path, run_id: str) -> list[dict[str, Any]]:

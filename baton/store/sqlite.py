@@ -21,6 +21,7 @@ from baton.store.base import SqlStore
 from baton.store.dialect import APPEND_ONLY_MARK, Dialect
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
+PAGE_SIZE = 4096  # bytes; applies to a new database only
 _ISO_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 
@@ -83,9 +84,11 @@ class SqliteStore(SqlStore):
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            # Takes effect only on a new, empty database (before WAL): 8 KiB pages waste less
-            # space around the ~2 KiB blobs a run stores at every step.
-            conn.execute("PRAGMA page_size = 8192")
+            # Takes effect only on a new, empty database (before WAL). 4 KiB pages halve the bytes each
+            # commit writes to the WAL (a boundary dirties about 14 pages) and the fixed cost of the
+            # schema's one-page tables; 8 KiB pages pack the ~1.6 KB observation blobs about 5% tighter
+            # on long runs. docs/benchmarks.md, stop 35, has both measured.
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")

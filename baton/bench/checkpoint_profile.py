@@ -143,8 +143,10 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         (sdk, "ensure_no_secrets",
          timers.timed("secret scan of the observed content (SDK)", getattr(sdk, "ensure_no_secrets"))),
         (StoreCore, "db_now", timers.timed("store clock reads (db_now)", StoreCore.db_now)),
-        (HandoffWatch, "check_in", timers.timed("pending-handoff lookup (HandoffWatch, in the seal transaction)",
-                                                HandoffWatch.check_in)),
+        (HandoffWatch, "lookup_later", timers.timed(
+            "pending-handoff lookup queued in the seal transaction (HandoffWatch)", HandoffWatch.lookup_later)),
+        (HandoffWatch, "fold", timers.timed("pending-handoff lookup's rows folded in, after the commit (HandoffWatch)",
+                                            HandoffWatch.fold)),
         (HandoffWatch, "check", timers.timed("pending-handoff lookup (HandoffWatch, own read)", HandoffWatch.check)),
     ]
     with ExitStack() as stack:

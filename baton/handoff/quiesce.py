@@ -10,13 +10,14 @@ the store both sides already share.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from baton import clock
 
 from baton.models import Event, EventType
 from baton.store.base import SqlStore
-from baton.store.core import Tx
+from baton.store.core import Row, Tx
 from baton.store.runs_sql import event_of
 
 
@@ -75,7 +76,20 @@ class HandoffWatch:
 
     def check_in(self, store: SqlStore, tx: Tx) -> QuiesceSignal | None:
         """Fold in the events committed since the last check, inside `tx`; the pending request, if any."""
-        rows = tx.rows(store.with_packed(tx, _WATCH_SQL), (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
+        return self.fold(store, tx.rows(*self._lookup(store, tx)))
+
+    def lookup_later(self, store: SqlStore, tx: Tx) -> Callable[[], QuiesceSignal | None]:
+        """`check_in` in two halves: the lookup is queued in `tx` now (on PostgreSQL it costs the seal no round
+        trip of its own); the returned function folds its rows in, to be called once `tx` has committed."""
+        rows = tx.rows_later(*self._lookup(store, tx))
+        return lambda: self.fold(store, rows())
+
+    def _lookup(self, store: SqlStore, tx: Tx) -> tuple[str, tuple[object, ...]]:
+        return (store.with_packed(tx, _WATCH_SQL),
+                (self.run_id, self.run_id, self.mark, *(t.value for t in _WATCHED_TYPES)))
+
+    def fold(self, store: SqlStore, rows: Sequence[Row]) -> QuiesceSignal | None:
+        """Fold in the rows of one lookup (events after the mark, and the run's highest seq); the pending request."""
         high = self.mark
         for top, seq, *row in rows:
             if top is not None:

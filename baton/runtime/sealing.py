@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -125,12 +125,13 @@ class Sealer:
         started = self._event(state, EventType.CHECKPOINT_STARTED, at=now)
         watch_in_tx = check_handoff and self.services.boundary_pause_s <= 0
         self._prefetched = None
+        lookups: list[Callable[[], QuiesceSignal | None]] = []
 
         def within(tx: Tx) -> None:
             if charges:
                 store.insert_budget_charges(tx, self.run_id, self.epoch, charges)
             if watch_in_tx:
-                self._prefetched = (self.watch.check_in(store, tx),)
+                lookups[:] = [self.watch.lookup_later(store, tx)]  # its rows are read once the seal commits
 
         def events(checkpoint: ExecutionCheckpoint) -> list[Event]:
             # stamped when the seal's work is done, inside its transaction: the pair measures checkpoint latency
@@ -159,6 +160,8 @@ class Sealer:
             self._prefetched = None
             self._charge_alone(charges)
             raise
+        if lookups:
+            self._prefetched = (lookups[0](),)
         state.sealed(checkpoint)
         return checkpoint
 

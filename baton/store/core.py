@@ -35,6 +35,7 @@ class Tx:
     """One open transaction: run rendered SQL and fetch rows."""
 
     def __init__(self, conn: Any, dialect: Dialect, after_execute: Callable[[], None] | None = None) -> None:
+        self._conn = conn
         self._cursor = conn.cursor()
         self._dialect = dialect
         self._after_execute = after_execute  # e.g. collect a pipelined statement's result before reading it
@@ -68,6 +69,27 @@ class Tx:
         `rows` with the rows dropped.
         """
         self._cursor.execute(self._dialect.render(sql), tuple(params))
+
+    def rows_later(self, sql: str, params: Sequence[Any] = ()) -> Callable[[], list[Row]]:
+        """Execute a read whose rows the caller needs only after the transaction; return what gives them.
+
+        In a pipelined transaction (PostgreSQL writes) the statement is queued
+        like `send` and runs where it stands among the transaction's statements;
+        its rows come back with the commit's round trip instead of one of their
+        own. Call the returned function once the transaction has committed (it
+        waits for the rows if called earlier). Elsewhere the rows are read now.
+        """
+        if self._after_execute is None:
+            found = self.rows(sql, params)
+            return lambda: found
+        cursor = self._conn.cursor()
+        cursor.execute(self._dialect.render(sql), tuple(params))
+
+        def fetch() -> list[Row]:
+            with cursor:
+                return [] if cursor.description is None else [tuple(row) for row in cursor.fetchall()]
+
+        return fetch
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         found = self.rows(sql, params)

@@ -180,5 +180,8 @@ def test_sdk_profile_times_one_durable_commit_per_boundary() -> None:
     profile = profile_baton(steps=4, backend="sqlite", blobs="sdk", top=5)
     by_name = {phase.name: phase for phase in profile.phases}
     assert by_name["secret scan of the observed content (SDK)"].calls_per_step == 1
-    assert by_name["pending-handoff lookup (HandoffWatch, in the seal transaction)"].calls_per_step == 1
+    lookup = by_name["pending-handoff lookup queued in the seal transaction (HandoffWatch)"]
+    assert lookup.calls_per_step == 1 and lookup.transactions_per_step == 0
+    assert by_name["pending-handoff lookup's rows folded in, after the commit (HandoffWatch)"].calls_per_step == 1
+    assert "pending-handoff lookup (HandoffWatch, own read)" not in by_name
     assert by_name["store clock reads (db_now)"].calls_per_step >= 1

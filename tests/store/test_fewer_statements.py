@@ -209,3 +209,52 @@ def test_the_store_never_jit_compiles(postgres_store: SqlStore) -> None:
     The store's connections run with JIT off."""
     assert _jit_functions(postgres_store, "SET LOCAL jit = on") > 0, "this server cannot JIT: the check is void"
     assert _jit_functions(postgres_store) == 0
+
+
+
+_INSERT = "INSERT INTO events (run_id, event_type, at, body) VALUES (?, ?, {now}, {json})"
+_COUNT = "SELECT COUNT(*) FROM events WHERE run_id = ?"
+
+
+def _count_between_two_inserts(store: SqlStore, run_id: str, *, later: bool) -> list[Any]:
+    """Insert an event, count the run's events (`rows_later` or `rows`), insert another; the count's rows."""
+    body = event(run_id, EventType.LEASE_ACQUIRED).model_dump_json()
+    with store._tx() as tx:
+        tx.send(_INSERT, (run_id, "lease_acquired", body))
+        if later:
+            rows = tx.rows_later(_COUNT, (run_id,))
+        else:
+            found = tx.rows(_COUNT, (run_id,))
+            rows = lambda: found  # noqa: E731
+        tx.send(_INSERT, (run_id, "lease_acquired", body))
+    return rows()
+
+
+def test_a_later_read_sees_what_stands_before_it_in_the_transaction(store: SqlStore) -> None:
+    """`Tx.rows_later` runs where it stands: it sees the transaction's earlier writes, not its later ones, and
+    gives the rows `Tx.rows` gives, read after the commit."""
+    run = new_run(store)
+    assert _count_between_two_inserts(store, run.run_id, later=True) == [(1,)]
+    assert _count_between_two_inserts(store, run.run_id, later=False) == [(3,)]
+    with store._tx(write=False) as tx:
+        assert tx.rows(_COUNT, (run.run_id,)) == [(4,)]
+
+
+def test_a_later_read_costs_the_pipelined_transaction_no_round_trip(postgres_store: SqlStore) -> None:
+    """On PostgreSQL a write transaction's `rows_later` is queued like `send`: the commit's sync is the only one.
+    The same read through `Tx.rows` waits for a sync of its own (as the seal's pending-handoff lookup did)."""
+    store = postgres_store
+    run = new_run(store)
+    syncs: list[str] = []
+    original = type(store)._after_execute
+
+    def counting(handle: SqlStore, conn: Any) -> Any:
+        sync = original(handle, conn)
+        return None if sync is None else lambda: (syncs.append("sync"), sync())[1]
+
+    with mock.patch.object(type(store), "_after_execute", counting):
+        assert _count_between_two_inserts(store, run.run_id, later=False) == [(1,)]
+        assert syncs == ["sync"]
+        syncs.clear()
+        assert _count_between_two_inserts(store, run.run_id, later=True) == [(3,)]
+        assert syncs == []

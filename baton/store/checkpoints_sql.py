@@ -20,6 +20,15 @@ from baton.store.dialect import require_aware
 _CKPT_COLUMNS = "checkpoint_id, run_id, seq, checkpoint_hash, body, body_kind, parent_checkpoint_id, {packed}"
 """(`{packed}`: see `StoreCore.with_packed`.)"""
 _BODY_CACHE_LIMIT = 256
+# PostgreSQL: fails (casting a text that is no integer) unless the run has a lease whose epoch is at most the
+# seal's and its latest checkpoint is the expected "seq id hash" (NULL: none yet); locks the lease row, as the
+# head read does.
+_SEAL_GUARD = (
+    "SELECT CAST(COALESCE((SELECT CASE WHEN l.epoch <= ? AND (SELECT c.seq || ' ' || c.checkpoint_id || ' ' ||"
+    " c.checkpoint_hash FROM checkpoints c WHERE c.run_id = l.run_id ORDER BY c.seq DESC LIMIT 1)"
+    " IS NOT DISTINCT FROM ? THEN '0' ELSE 'seal refused: epoch or parent not current' END"
+    " FROM leases l WHERE l.run_id = ? {for_update_lease}), 'seal refused: no lease') AS integer)"
+)
 PACKED_BODY = ""
 """`checkpoints.body` of a row whose text is kept in `packed` instead (migration 8)."""
 
@@ -136,11 +145,52 @@ class CheckpointsSql(BlobsSql):
         body = self._sealed_body(ckpt)
         # RunsSql supplies the event helpers in SqlStore (the mixins share one class).
         prepared = self._event_rows(events) if events else ()  # type: ignore[attr-defined]
-        with self._tx() as tx:
-            self._append_in(tx, ckpt, body, blobs=blobs, within=within)
-            if prepared:
-                self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
+        if not self._append_guarded(ckpt, body, blobs, within, prepared):
+            with self._tx() as tx:
+                self._append_in(tx, ckpt, body, blobs=blobs, within=within)
+                if prepared:
+                    self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
         self._remember(ckpt.checkpoint_id, body)
+
+    def _append_guarded(
+        self,
+        ckpt: ExecutionCheckpoint,
+        body: dict[str, Any],
+        blobs: Mapping[str, bytes] | None,
+        within: Callable[[Tx], None] | None,
+        prepared: Sequence[tuple[Event, object]],
+    ) -> bool:
+        """`append_checkpoint` in one round trip where writes are pipelined (PostgreSQL); False if not done.
+
+        The epoch and chain checks are a statement that fails unless they pass,
+        queued first, with the lease row locked; every write follows it in the
+        same pipeline and the commit's sync is the only wait. It needs the
+        parent's body at hand (this store sealed or read it last) to encode the
+        row as a delta. If anything fails, nothing of it commits, and False sends
+        the caller down the statement-by-statement path, which raises what the
+        checks found (a stale epoch, a parent that is not the latest), if anything.
+        """
+        if not getattr(self, "pipeline_writes", False) or getattr(self._local, "atomic", None) is not None:
+            return False
+        if ckpt.seq == 0:
+            if ckpt.parent_checkpoint_id is not None or ckpt.parent_checkpoint_hash is not None:
+                return False  # refused by `_check_chain`
+            parent: dict[str, Any] | None = None
+            expected_head = None
+        else:
+            parent = self._body_cache().get(ckpt.parent_checkpoint_id or "")
+            if parent is None or parent.get("checkpoint_hash") != ckpt.parent_checkpoint_hash:
+                return False
+            expected_head = f"{ckpt.seq - 1} {ckpt.parent_checkpoint_id} {ckpt.parent_checkpoint_hash}"
+        try:
+            with self._tx() as tx:
+                tx.send(_SEAL_GUARD, (ckpt.owner_epoch, expected_head, ckpt.run_id))
+                self._insert_sealed(tx, ckpt, body, parent, blobs=blobs, within=within)
+                if prepared:
+                    self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
+        except StoreError:
+            return False
+        return True
 
     @staticmethod
     def _sealed_body(ckpt: ExecutionCheckpoint) -> dict[str, Any]:
@@ -184,10 +234,6 @@ class CheckpointsSql(BlobsSql):
         self._check_owner_epoch(ckpt, int(head[0]))
         latest = None if head[1] is None else head[1:]
         self._check_chain(ckpt, latest)
-        if blobs:
-            self._insert_blobs(tx, blobs)
-        if within is not None:
-            within(tx)
         parent = None
         if latest is not None:
             parent = self._body_cache().get(str(latest[1])) or self._full_body(
@@ -197,6 +243,23 @@ class CheckpointsSql(BlobsSql):
                                          None if latest[5] is None else str(latest[5]),
                                          str(latest[3]), body_text(str(latest[1]), latest[4], latest[6])),
             )
+        self._insert_sealed(tx, ckpt, body, parent, blobs=blobs, within=within)
+
+    def _insert_sealed(
+        self,
+        tx: Tx,
+        ckpt: ExecutionCheckpoint,
+        body: dict[str, Any],
+        parent: dict[str, Any] | None,
+        *,
+        blobs: Mapping[str, bytes] | None,
+        within: Callable[[Tx], None] | None,
+    ) -> None:
+        """The writes of an append whose checks passed (or are queued before them): blobs, `within`, the row."""
+        if blobs:
+            self._insert_blobs(tx, blobs)
+        if within is not None:
+            within(tx)
         kind, text = manifest_delta.encode(body, parent, ckpt.seq)
         packed = row_codec.pack_text(text) if self.compress_blobs else None
         tx.send(

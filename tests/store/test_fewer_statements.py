@@ -15,13 +15,14 @@ from unittest import mock
 
 import pytest
 
-from baton.errors import RecordNotFoundError, StoreError
+from baton.errors import RecordNotFoundError, StaleEpochError, StoreError
+from baton.identity import canonical_json, ref_of
 from baton.models import EventType, OperationState
 from baton.store import manifest_delta
 from baton.store.base import SqlStore
 from baton.store.core import Tx
 from builders.fixtures import Backend
-from builders.rows import chain, event, new_run
+from builders.rows import chain, checkpoint, event, new_run
 
 
 @contextmanager
@@ -258,3 +259,65 @@ def test_a_later_read_costs_the_pipelined_transaction_no_round_trip(postgres_sto
         syncs.clear()
         assert _count_between_two_inserts(store, run.run_id, later=True) == [(3,)]
         assert syncs == []
+
+
+class _Fallback(Exception):
+    """Raised instead of the statement-by-statement append: the one-round-trip append refused on its own."""
+
+
+def _refused_by_the_guard_alone(store: SqlStore, ckpt: Any, **kwargs: Any) -> None:
+    def fallback(*_args: Any, **_kwargs: Any) -> None:
+        raise _Fallback
+
+    with mock.patch.object(type(store), "_append_in", fallback), pytest.raises(_Fallback):
+        store.append_checkpoint(ckpt, **kwargs)
+
+
+def test_a_seal_is_one_round_trip_on_postgres(postgres_store: SqlStore) -> None:
+    """With its parent at hand, an append sends its checks and writes in one pipeline: the commit's sync only."""
+    store = postgres_store
+    run = new_run(store)
+    lease = store.acquire_lease(run.run_id, "w1", 30.0, 0)
+    assert lease is not None
+    first, second = checkpoint(run.run_id, 0, owner_epoch=lease.epoch), None
+    syncs: list[str] = []
+    original = type(store)._after_execute
+
+    def counting(handle: SqlStore, conn: Any) -> Any:
+        sync = original(handle, conn)
+        return None if sync is None else lambda: (syncs.append("sync"), sync())[1]
+
+    with mock.patch.object(type(store), "_after_execute", counting):
+        store.append_checkpoint(first, events=[event(run.run_id, EventType.CHECKPOINT_SEALED)])
+        second = checkpoint(run.run_id, 1, first, owner_epoch=lease.epoch)
+        store.append_checkpoint(second, blobs={ref_of({"x": 1}): canonical_json({"x": 1})})
+    assert syncs == []
+    assert store.list_checkpoints(run.run_id) == [first, second]
+    assert len(store.list_events(run.run_id)) == 1
+
+
+def test_the_one_round_trip_seal_refuses_a_stale_epoch_and_a_moved_head_by_itself(postgres_store: SqlStore) -> None:
+    """The guard statement alone keeps a fenced worker's seal, and one whose parent is no longer the run's latest
+    checkpoint, from committing anything (row, blobs, events); the statement-by-statement append, which then
+    names the reason, is replaced here by a sentinel so that only the guard is tested."""
+    store = postgres_store
+    run = new_run(store)
+    first = store.acquire_lease(run.run_id, "w1", 30.0, 0)
+    assert first is not None
+    zero = checkpoint(run.run_id, 0, owner_epoch=first.epoch)
+    store.append_checkpoint(zero)
+    taken = store.acquire_lease(run.run_id, "w2", 30.0, first.epoch, require_expired=False)
+    assert taken is not None
+    blob = canonical_json({"stale": True})
+    stale = checkpoint(run.run_id, 1, zero, owner_epoch=first.epoch)
+    _refused_by_the_guard_alone(store, stale, blobs={ref_of({"stale": True}): blob},
+                                events=[event(run.run_id, EventType.CHECKPOINT_SEALED)])
+    with pytest.raises(StaleEpochError, match="fenced"):
+        store.append_checkpoint(stale)
+    one = checkpoint(run.run_id, 1, zero, owner_epoch=taken.epoch)
+    store.append_checkpoint(one)
+    _refused_by_the_guard_alone(store, checkpoint(run.run_id, 2, zero, owner_epoch=taken.epoch))  # zero is not latest
+    _refused_by_the_guard_alone(store, checkpoint(run.run_id, 1, zero, owner_epoch=taken.epoch, note="a rival's"))
+    assert store.list_checkpoints(run.run_id) == [zero, one]
+    assert store.list_events(run.run_id) == []
+    assert store.execute_raw("SELECT COUNT(*) FROM blobs") == [(0,)]

@@ -91,6 +91,7 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
     from baton.handoff.quiesce import HandoffWatch
 
     original_tx, original_rows, original_send = StoreCore._tx, Tx.rows, Tx.send
+    original_rows_later = Tx.rows_later
 
     @contextmanager
     def counted_tx(store: Any, write: bool = True) -> Iterator[Any]:
@@ -106,6 +107,12 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         # a statement whose result nobody reads: pipelined on PostgreSQL, so it costs no round trip of its own
         timers.statements[timers.current] += int(timers.in_step)
         original_send(handle, sql, params)
+
+    def counted_rows_later(handle: Any, sql: str, params: Any = ()) -> Any:
+        # queued where writes are pipelined; elsewhere it reads through `Tx.rows`, which counts it
+        if handle._after_execute is not None:
+            timers.statements[timers.current] += int(timers.in_step)
+        return original_rows_later(handle, sql, params)
 
     original_seal = ExecutionCheckpoint.seal
 
@@ -131,6 +138,7 @@ def _instrumented(timers: _Timers) -> Iterator[None]:
         (StoreCore, "_tx", counted_tx),
         (Tx, "rows", counted_rows),
         (Tx, "send", counted_send),
+        (Tx, "rows_later", counted_rows_later),
         (ExecutionCheckpoint, "seal", staticmethod(seal)),
         (checkpoints, "ensure_no_secrets",
          timers.timed("secret scan of new parts (secret_scan.ensure_no_secrets)", getattr(checkpoints, "ensure_no_secrets"))),

@@ -231,6 +231,20 @@ def _count_between_two_inserts(store: SqlStore, run_id: str, *, later: bool) -> 
     return rows()
 
 
+@contextmanager
+def counted_syncs(store: SqlStore) -> Iterator[list[str]]:
+    """Each time a pipelined transaction of `store` waits for its statements' results before its commit."""
+    syncs: list[str] = []
+    original = type(store)._after_execute
+
+    def counting(handle: SqlStore, conn: Any) -> Any:
+        sync = original(handle, conn)
+        return None if sync is None else lambda: (syncs.append("sync"), sync())[1]
+
+    with mock.patch.object(type(store), "_after_execute", counting):
+        yield syncs
+
+
 def test_a_later_read_sees_what_stands_before_it_in_the_transaction(store: SqlStore) -> None:
     """`Tx.rows_later` runs where it stands: it sees the transaction's earlier writes, not its later ones, and
     gives the rows `Tx.rows` gives, read after the commit."""
@@ -246,14 +260,7 @@ def test_a_later_read_costs_the_pipelined_transaction_no_round_trip(postgres_sto
     The same read through `Tx.rows` waits for a sync of its own (as the seal's pending-handoff lookup did)."""
     store = postgres_store
     run = new_run(store)
-    syncs: list[str] = []
-    original = type(store)._after_execute
-
-    def counting(handle: SqlStore, conn: Any) -> Any:
-        sync = original(handle, conn)
-        return None if sync is None else lambda: (syncs.append("sync"), sync())[1]
-
-    with mock.patch.object(type(store), "_after_execute", counting):
+    with counted_syncs(store) as syncs:
         assert _count_between_two_inserts(store, run.run_id, later=False) == [(1,)]
         assert syncs == ["sync"]
         syncs.clear()
@@ -279,15 +286,8 @@ def test_a_seal_is_one_round_trip_on_postgres(postgres_store: SqlStore) -> None:
     run = new_run(store)
     lease = store.acquire_lease(run.run_id, "w1", 30.0, 0)
     assert lease is not None
-    first, second = checkpoint(run.run_id, 0, owner_epoch=lease.epoch), None
-    syncs: list[str] = []
-    original = type(store)._after_execute
-
-    def counting(handle: SqlStore, conn: Any) -> Any:
-        sync = original(handle, conn)
-        return None if sync is None else lambda: (syncs.append("sync"), sync())[1]
-
-    with mock.patch.object(type(store), "_after_execute", counting):
+    first = checkpoint(run.run_id, 0, owner_epoch=lease.epoch)
+    with counted_syncs(store) as syncs:
         store.append_checkpoint(first, events=[event(run.run_id, EventType.CHECKPOINT_SEALED)])
         second = checkpoint(run.run_id, 1, first, owner_epoch=lease.epoch)
         store.append_checkpoint(second, blobs={ref_of({"x": 1}): canonical_json({"x": 1})})

@@ -86,8 +86,8 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             # Takes effect only on a new, empty database (before WAL). 4 KiB pages halve the bytes each
             # commit writes to the WAL (a boundary dirties about 14 pages) and the fixed cost of the
-            # schema's one-page tables; 8 KiB pages pack the ~1.6 KB observation blobs about 5% tighter
-            # on long runs. docs/benchmarks.md, stop 35, has both measured.
+            # schema's one-page tables; 8 KiB pages pack the ~1.6 KB observation blobs tighter on long
+            # runs (3% fewer bytes at 2,000 steps, 4% at 4,000). docs/benchmarks.md, stops 34 and 35.
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Protocol
 
 from baton import clock as clocks
@@ -126,13 +127,28 @@ class MemoryStore(SqliteStore):
         hooks = self.hooks
         caller = ""
         if hooks is not None:
-            caller = sys._getframe(2).f_code.co_name  # the store method (under contextmanager's __enter__)
+            caller = self._public_caller(sys._getframe(2))  # frame 1 is contextmanager's __enter__
             hooks.before_tx(self, write, caller)
         with self._db.lock:
             with super()._tx(write) as tx:
                 yield tx
         if hooks is not None:
             hooks.after_tx(self, write, caller)
+
+    def _public_caller(self, frame: FrameType) -> str:
+        """The public store method this transaction runs for: the nearest one on the stack.
+
+        Hooks name writes by it (the simulation's write faults target `append_checkpoint`, say), so a private
+        helper that opens the transaction for a public method (`_statement_tx`, a shared append routine) is
+        passed over, and a refactor of the store's internals does not rename its writes.
+        """
+        walked: FrameType | None = frame
+        while walked is not None:
+            name = walked.f_code.co_name
+            if not name.startswith("_") and walked.f_locals.get("self") is self:
+                return name
+            walked = walked.f_back
+        return frame.f_code.co_name
 
     def close(self) -> None:
         """Detach; the database goes away when its last store closes."""

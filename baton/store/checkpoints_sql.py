@@ -145,52 +145,55 @@ class CheckpointsSql(BlobsSql):
         body = self._sealed_body(ckpt)
         # RunsSql supplies the event helpers in SqlStore (the mixins share one class).
         prepared = self._event_rows(events) if events else ()  # type: ignore[attr-defined]
-        if not self._append_guarded(ckpt, body, blobs, within, prepared):
-            with self._tx() as tx:
-                self._append_in(tx, ckpt, body, blobs=blobs, within=within)
-                if prepared:
-                    self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
+        guard = self._seal_guard(ckpt)
+        if guard is not None:
+            try:
+                self._append_tx(ckpt, body, blobs, within, prepared, guard)
+            except StoreError:
+                # Nothing of it committed; the statement-by-statement append names what was refused, if anything.
+                guard = None
+        if guard is None:
+            self._append_tx(ckpt, body, blobs, within, prepared, None)
         self._remember(ckpt.checkpoint_id, body)
 
-    def _append_guarded(
+    def _seal_guard(self, ckpt: ExecutionCheckpoint) -> tuple[str | None, dict[str, Any] | None] | None:
+        """Where `ckpt` can be appended in one round trip: the chain head its guard expects and its parent's body.
+
+        That is where writes are pipelined (PostgreSQL, outside `atomic()`) and the parent's body is at hand
+        (this store sealed or read it last), which the row's delta encoding needs. The epoch and chain checks
+        are then a statement that fails unless they pass (`_SEAL_GUARD`), queued first with the lease row
+        locked; every write follows it in the same pipeline and the commit's sync is the only wait.
+        """
+        if not getattr(self, "pipeline_writes", False) or getattr(self._local, "atomic", None) is not None:
+            return None
+        if ckpt.seq == 0:
+            if ckpt.parent_checkpoint_id is not None or ckpt.parent_checkpoint_hash is not None:
+                return None  # refused by `_check_chain`
+            return None, None
+        parent = self._body_cache().get(ckpt.parent_checkpoint_id or "")
+        if parent is None or parent.get("checkpoint_hash") != ckpt.parent_checkpoint_hash:
+            return None
+        return f"{ckpt.seq - 1} {ckpt.parent_checkpoint_id} {ckpt.parent_checkpoint_hash}", parent
+
+    def _append_tx(
         self,
         ckpt: ExecutionCheckpoint,
         body: dict[str, Any],
         blobs: Mapping[str, bytes] | None,
         within: Callable[[Tx], None] | None,
         prepared: Sequence[tuple[Event, object]],
-    ) -> bool:
-        """`append_checkpoint` in one round trip where writes are pipelined (PostgreSQL); False if not done.
-
-        The epoch and chain checks are a statement that fails unless they pass,
-        queued first, with the lease row locked; every write follows it in the
-        same pipeline and the commit's sync is the only wait. It needs the
-        parent's body at hand (this store sealed or read it last) to encode the
-        row as a delta. If anything fails, nothing of it commits, and False sends
-        the caller down the statement-by-statement path, which raises what the
-        checks found (a stale epoch, a parent that is not the latest), if anything.
-        """
-        if not getattr(self, "pipeline_writes", False) or getattr(self._local, "atomic", None) is not None:
-            return False
-        if ckpt.seq == 0:
-            if ckpt.parent_checkpoint_id is not None or ckpt.parent_checkpoint_hash is not None:
-                return False  # refused by `_check_chain`
-            parent: dict[str, Any] | None = None
-            expected_head = None
-        else:
-            parent = self._body_cache().get(ckpt.parent_checkpoint_id or "")
-            if parent is None or parent.get("checkpoint_hash") != ckpt.parent_checkpoint_hash:
-                return False
-            expected_head = f"{ckpt.seq - 1} {ckpt.parent_checkpoint_id} {ckpt.parent_checkpoint_hash}"
-        try:
-            with self._tx() as tx:
+        guard: tuple[str | None, dict[str, Any] | None] | None,
+    ) -> None:
+        """The append's transaction: checked by the queued `guard` (see `_seal_guard`), else by reading the head."""
+        with self._tx() as tx:
+            if guard is None:
+                self._append_in(tx, ckpt, body, blobs=blobs, within=within)
+            else:
+                expected_head, parent = guard
                 tx.send(_SEAL_GUARD, (ckpt.owner_epoch, expected_head, ckpt.run_id))
                 self._insert_sealed(tx, ckpt, body, parent, blobs=blobs, within=within)
-                if prepared:
-                    self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
-        except StoreError:
-            return False
-        return True
+            if prepared:
+                self._insert_events(tx, prepared, stamp=False, seqs_wanted=False)  # type: ignore[attr-defined]
 
     @staticmethod
     def _sealed_body(ckpt: ExecutionCheckpoint) -> dict[str, Any]:

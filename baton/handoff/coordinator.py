@@ -45,6 +45,7 @@ from baton.checkpoints import RestoredRun, restore
 from baton.compat import HandoffDecision, HandoffPolicy
 from baton.errors import BatonError
 from baton.fencing import FenceAware
+from baton.handoff.escalation import escalate_sealing_ledger
 from baton.handoff.placement_check import judge_placement, placements_now
 from baton.handoff.quiesce import wait_for_quiesce
 from baton.handoff.selection import rank_targets
@@ -238,7 +239,7 @@ class HandoffCoordinator:
                         "unowned": not lease.held_at(now)},
             )
             if not lease.held_at(now):
-                escalated = self._escalate_if_stranded(request, request_seq, source_name, lease, checkpoint, now,
+                escalated = self._escalate_if_stranded(request, request_seq, source_name, lease, restored, now,
                                                        refusals, before=(sealed, refused))
                 if escalated is not None:
                     return escalated
@@ -474,11 +475,13 @@ class HandoffCoordinator:
 
     def _escalate_if_stranded(
         self, request: HandoffRequest, request_seq: int, source: str | None, lease: Lease,
-        checkpoint: ExecutionCheckpoint, now: dt.datetime, refusals: Mapping[str, list[str]], *, before: Sequence[Event],
+        restored: RestoredRun, now: dt.datetime, refusals: Mapping[str, list[str]], *, before: Sequence[Event],
     ) -> HandoffOutcome | None:
         """Escalate an unowned run that no placement can take, once the first such refusal since it last had an
-        owner is `stranded_after_s` old. The refusal, the escalation (with every placement's reasons) and the answer
-        to the request commit with the fencing of the old epoch; None while the wait lasts or if the lease moved."""
+        owner is `stranded_after_s` old. The refusal, the escalation (with every placement's reasons), the answer
+        to the request and an ESCALATED checkpoint holding the store's budget ledger (`escalate_sealing_ledger`)
+        commit with the fencing of the old epoch; None while the wait lasts or if the lease or the run moved."""
+        checkpoint = restored.checkpoint
         since = self._stranded_since(request.run_id)
         if since is None or (now - since).total_seconds() < self.stranded_after_s:
             return None
@@ -495,10 +498,20 @@ class HandoffCoordinator:
             EventType.HANDOFF_ABORTED, request.run_id, at=now, checkpoint=checkpoint, reason=why, source_placement=source,
             source_epoch=lease.epoch, detail={**common, "requested_for": request.reason},
         )
-        epoch = self.store.escalate_unowned(request.run_id, observed_epoch=lease.epoch,
-                                            events=[*before, escalated, aborted])
-        if epoch is None:
+
+        def events(final: ExecutionCheckpoint) -> list[Event]:
+            sealed = self._event(
+                EventType.CHECKPOINT_SEALED, request.run_id, at=now, checkpoint=final, source_placement=source,
+                source_epoch=final.owner_epoch, reason="sealed at escalation, with the budget the store recorded",
+                detail={**common, "checkpoint_hash": final.checkpoint_hash, "owner": self.ownership.name},
+            )
+            return [*before, escalated, aborted, sealed]
+
+        ended = escalate_sealing_ledger(self.store, self.blobs, restored, observed_epoch=lease.epoch, at=now,
+                                        events=events)
+        if ended is None:
             return None
+        epoch = ended[0]
         try:
             self.ownership.fence(request.run_id, epoch, self.fence_targets)
         except Exception:  # noqa: BLE001 - escalated and fenced at the store; a late owner's seal is refused there

@@ -109,6 +109,11 @@ def _at_least(first: BudgetUsage, second: BudgetUsage) -> BudgetUsage:
     return BudgetUsage(**{name: max(getattr(first, name), getattr(second, name)) for name in BudgetUsage.model_fields})
 
 
+def ledger_with_store_charges(store: SqlStore, run_id: str, budget: BudgetLedger) -> BudgetLedger:
+    """`budget` with every use the store's charges record and it misses (a charge made after its checkpoint)."""
+    return budget.model_copy(update={"used": _at_least(budget.used, store.budget_used(run_id))})
+
+
 def _open_operations(store: SqlStore, run_id: str, sealed: tuple[OperationEntry, ...]) -> tuple[OperationEntry, ...]:
     """Operations not yet final, judged by the store's latest state where it knows the operation."""
     latest = {entry.operation_id: entry for entry in sealed}
@@ -204,7 +209,7 @@ def prepare_resume(
     elif boundary is Boundary.AUTHORIZED and not authority.approvals:
         boundary = Boundary.AWAITING_AUTHORITY
 
-    budget = parts.budget.model_copy(update={"used": _at_least(parts.budget.used, store.budget_used(run_id))})
+    budget = ledger_with_store_charges(store, run_id, parts.budget)
     plan = ResumePlan(
         run_id=run_id,
         epoch=epoch,

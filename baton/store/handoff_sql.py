@@ -178,18 +178,26 @@ class HandoffSql(StoreCore):
         """
         prepared = self._event_rows(events)  # type: ignore[attr-defined]
         with self._tx() as tx:
-            head = tx.one(
-                "SELECT l.epoch, CASE WHEN l.owner IS NOT NULL AND l.expires_at > {now} THEN 1 ELSE 0 END, r.status "
-                "FROM leases l JOIN runs r ON r.run_id = l.run_id WHERE l.run_id = ? {for_update_lease}",
-                (run_id,),
-            )
-            if head is None:
-                raise RecordNotFoundError(f"run {run_id!r} is not in the store")
-            epoch, held, status = int(head[0]), int(head[1]), str(head[2])
-            if epoch != observed_epoch or held or status != "active":
-                return None
-            tx.rows("UPDATE leases SET owner = NULL, expires_at = NULL, epoch = ?, updated_at = {now} WHERE run_id = ?",
-                    (epoch + 1, run_id))
-            tx.rows("UPDATE runs SET status = 'escalated', updated_at = {now} WHERE run_id = ?", (run_id,))
-            self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
+            epoch = self.escalate_unowned_in(tx, run_id, observed_epoch=observed_epoch)
+            if epoch is not None:
+                self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
+        return epoch
+
+    @staticmethod
+    def escalate_unowned_in(tx: Tx, run_id: str, *, observed_epoch: int) -> int | None:
+        """`escalate_unowned`'s lease and status change inside `tx` (no events): the new epoch, or None, having
+        written nothing, when the epoch moved, someone holds the lease or the run is not active."""
+        head = tx.one(
+            "SELECT l.epoch, CASE WHEN l.owner IS NOT NULL AND l.expires_at > {now} THEN 1 ELSE 0 END, r.status "
+            "FROM leases l JOIN runs r ON r.run_id = l.run_id WHERE l.run_id = ? {for_update_lease}",
+            (run_id,),
+        )
+        if head is None:
+            raise RecordNotFoundError(f"run {run_id!r} is not in the store")
+        epoch, held, status = int(head[0]), int(head[1]), str(head[2])
+        if epoch != observed_epoch or held or status != "active":
+            return None
+        tx.rows("UPDATE leases SET owner = NULL, expires_at = NULL, epoch = ?, updated_at = {now} WHERE run_id = ?",
+                (epoch + 1, run_id))
+        tx.rows("UPDATE runs SET status = 'escalated', updated_at = {now} WHERE run_id = ?", (run_id,))
         return epoch + 1

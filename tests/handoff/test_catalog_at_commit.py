@@ -3,6 +3,7 @@ take is escalated after a bounded wait (the simulation's seeds 258 and 39)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -11,8 +12,11 @@ from baton.catalog.changes import update_placement, withdraw_release
 from baton.catalog.seed import seed_catalog
 from baton.compat import GateReason, HandoffDecision
 from baton.faults.target import LogTarget
+from baton.checkpoints import restore
 from baton.handoff import HandoffCoordinator, HandoffRequest, HandoffStatus, PreparedHandoff
-from baton.models import Boundary, EventType
+from baton.handoff.escalation import escalate_sealing_ledger
+from baton.models import Boundary, BudgetUsage, EventType, ExecutionCheckpoint
+from baton.models.checkpoint import checkpoint_id_for
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
@@ -131,3 +135,62 @@ def test_an_unowned_run_no_placement_can_take_is_escalated_after_the_wait(
     assert (lease.owner, lease.epoch) == (None, 2)  # the old epoch is fenced at the store
     assert publisher.log.fence.highest(run.run_id) == 2  # and at the target, by its own record
     assert mover(store, blobs, publisher).handoff(request).abort_reason == "run is escalated, not active"
+
+
+def _ledger_model_calls(blobs: BlobStore, checkpoint: ExecutionCheckpoint) -> float:
+    """Model calls in a checkpoint's budget ledger, read from the blob's own JSON (not through `restore`)."""
+    return float(json.loads(blobs.get(checkpoint.budget_ledger_ref))["used"]["model_calls"])
+
+
+def test_an_escalated_run_ends_on_a_checkpoint_holding_a_call_charged_after_its_last_seal(
+    store: SqlStore, blobs: BlobStore, publisher: LogTarget
+) -> None:
+    """The sim's `bill` finding: the owner reserved a model call (charged before making it), then was lost before
+    its next seal. Escalating the run seals an ESCALATED checkpoint whose ledger holds that call."""
+    catalog_of_two(store)
+    run = seed_run(store, blobs, boundary=Boundary.VERIFIED)
+    before = store.latest_checkpoint(run.run_id)
+    assert before is not None
+    sealed_calls = _ledger_model_calls(blobs, before)
+    # the store's ledger, as the owner's seals charged it, then one call reserved after the last seal
+    store.append_budget_charge(run.run_id, 1, BudgetUsage(model_calls=sealed_calls), "calls of the sealed boundaries")
+    store.append_budget_charge(run.run_id, 1, BudgetUsage(model_calls=1), "model call reserved", fenced=True)
+    for release in (V7, V8):
+        withdraw_release(store, release.release_id, actor="provider")
+    assert store.release_lease(run.run_id, "source-worker", 1)
+    request = HandoffRequest(run.run_id, "lease_expired", source_alive=False, allow_same_placement=True)
+    assert mover(store, blobs, publisher, stranded_after_s=0.0).handoff(request).abort_reason == "no compatible target"
+
+    outcome = mover(store, blobs, publisher, stranded_after_s=0.0).handoff(request)
+    assert "no placement can take it" in (outcome.abort_reason or "")
+    final = store.latest_checkpoint(run.run_id)
+    assert final is not None and final.seq == before.seq + 1 and final.parent_checkpoint_hash == before.checkpoint_hash
+    assert (final.boundary, final.owner_epoch) == (Boundary.ESCALATED, 2)
+    assert _ledger_model_calls(blobs, final) == sealed_calls + 1
+    assert one(store, run.run_id, EventType.RUN_ESCALATED).source_epoch == 1
+    assert [e.checkpoint_id for e in events(store, run.run_id, EventType.CHECKPOINT_SEALED)][-1] == final.checkpoint_id
+    assert store.get_run(run.run_id).status == "escalated" and store.get_lease(run.run_id).epoch == 2
+
+
+def test_an_escalation_whose_lease_or_chain_moved_writes_nothing(store: SqlStore, blobs: BlobStore) -> None:
+    run = seed_run(store, blobs, boundary=Boundary.VERIFIED)
+    head = store.latest_checkpoint(run.run_id)
+    assert head is not None
+    restored = restore(blobs, head)
+    assert store.release_lease(run.run_id, "source-worker", 1)
+    now = store.db_now()
+    assert escalate_sealing_ledger(store, blobs, restored, observed_epoch=0, at=now, events=lambda _: []) is None
+    assert store.latest_checkpoint(run.run_id) == head and store.get_run(run.run_id).status == "active"
+    assert store.get_lease(run.run_id).epoch == 1
+
+    store.append_checkpoint(_next_of(head))  # sealed after the checkpoint the escalation was judged on
+    assert escalate_sealing_ledger(store, blobs, restored, observed_epoch=1, at=now, events=lambda _: []) is None
+    assert store.get_run(run.run_id).status == "active" and store.get_lease(run.run_id).epoch == 1
+
+
+def _next_of(head: ExecutionCheckpoint) -> ExecutionCheckpoint:
+    fields = head.model_dump(exclude={"checkpoint_hash", "checkpoint_id", "seq", "parent_checkpoint_id",
+                                      "parent_checkpoint_hash"})
+    return ExecutionCheckpoint.seal(**{**fields, "checkpoint_id": checkpoint_id_for(head.run_id, head.seq + 1),
+                                       "seq": head.seq + 1, "parent_checkpoint_id": head.checkpoint_id,
+                                       "parent_checkpoint_hash": head.checkpoint_hash})

@@ -89,13 +89,14 @@ def test_without_a_catalog_fault_the_world_never_changes_the_catalog() -> None:
 def test_a_run_stranded_by_a_withdrawn_release_is_escalated_by_the_coordinator() -> None:
     """Seed 39's shrunk schedule: the research run's lease lapses after v7 and v8 are withdrawn for good; no move
     passes the gate, and once the wait (`SimConfig.stranded_after_s`) is over the coordinator escalates the run (it
-    stayed active for the whole 1,800 virtual seconds before, invariant 10)."""
+    stayed active for the whole 1,800 virtual seconds before, invariant 10). The escalation is the coordinator's
+    seal of the run's ESCALATED checkpoint (`baton.handoff.escalation`)."""
     plan = FaultPlan.from_json('[{"arg": "", "at": 4, "kind": "drop_request"}, '
                                '{"arg": "release_withdrawn", "at": 20, "kind": "catalog_change"}]')
     outcome = run_seed(39, 0, plan=plan, kinds=BOTH, keep_trail=True)
     assert outcome.ok, outcome.violations
     assert outcome.statuses["sim39-research-1"] == "escalated" and outcome.virtual_s < 120
-    assert any("coordinator w escalate_unowned" in line for line in outcome.trail or [])
+    assert any("coordinator w append_checkpoint" in line for line in outcome.trail or [])
 
 
 @pytest.mark.parametrize("seed", [258, 162])

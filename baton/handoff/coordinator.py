@@ -507,11 +507,10 @@ class HandoffCoordinator:
             )
             return [*before, escalated, aborted, sealed]
 
-        ended = escalate_sealing_ledger(self.store, self.blobs, restored, observed_epoch=lease.epoch, at=now,
+        epoch = escalate_sealing_ledger(self.store, self.blobs, restored, observed_epoch=lease.epoch, at=now,
                                         events=events)
-        if ended is None:
+        if epoch is None:
             return None
-        epoch = ended[0]
         try:
             self.ownership.fence(request.run_id, epoch, self.fence_targets)
         except Exception:  # noqa: BLE001 - escalated and fenced at the store; a late owner's seal is refused there

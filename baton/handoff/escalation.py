@@ -36,13 +36,13 @@ def escalate_sealing_ledger(
     observed_epoch: int,
     at: dt.datetime,
     events: Callable[[ExecutionCheckpoint], Sequence[Event]],
-) -> tuple[int, ExecutionCheckpoint] | None:
+) -> int | None:
     """Escalate the unowned run whose latest checkpoint is `restored`, sealing an ESCALATED checkpoint with it.
 
     The checkpoint follows `restored.checkpoint` at epoch `observed_epoch + 1` (the escalation's, no owner) with
     the same parts, except that the budget ledger's usage is raised to the store's charges. It commits in one
     transaction with the lease's new epoch, the run's status and `events` (a function of the new checkpoint).
-    Returns the new epoch and checkpoint, or None, having written nothing, when the lease moved, someone holds
+    Returns the new epoch, or None, having written nothing, when the lease moved, someone holds
     it, the run is not active, or another checkpoint was sealed after `restored.checkpoint`.
     """
     parent = restored.checkpoint
@@ -59,7 +59,7 @@ def escalate_sealing_ledger(
             raise _NotEscalated
 
     try:
-        sealed = seal_checkpoint(
+        seal_checkpoint(
             store, blobs, run_id=run_id, parts=parts, new_observations=(), parent=parent,
             boundary=Boundary.ESCALATED, resumability=resumability.resumability,
             resumability_reasons=resumability.reasons, owner_epoch=observed_epoch + 1, sealed_at=at,
@@ -72,4 +72,4 @@ def escalate_sealing_ledger(
         if latest is not None and latest.checkpoint_id != parent.checkpoint_id:
             return None  # sealed meanwhile: its owner is back, or was when it sealed; nothing to escalate now
         raise
-    return observed_epoch + 1, sealed
+    return observed_epoch + 1

@@ -10,9 +10,9 @@ and, when the caller judged the move at a catalog version, that the catalog is
 still at that version (read under the event append lock every catalog change
 takes first, so no change can commit between that check and the commit).
 `abort_open_handoff` is recovery's side of that race: it answers a request
-only if nobody has. `escalate_unowned` ends a run nobody holds (the
-coordinator found no placement that can take it), fencing its epoch, in one
-transaction under the same lock.
+only if nobody has. `escalate_unowned_in` ends a run nobody holds (the
+coordinator found no placement that can take it), fencing its epoch, inside
+the transaction that seals its last checkpoint.
 """
 
 from __future__ import annotations
@@ -169,24 +169,12 @@ class HandoffSql(StoreCore):
                 return None
             return self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
 
-    def escalate_unowned(self, run_id: str, *, observed_epoch: int, events: Sequence[Event]) -> int | None:
-        """Escalate an active run nobody holds at `observed_epoch`, with `events`, in one transaction.
-
-        The lease moves to epoch observed+1 with no owner, so the old epoch is fenced at the store. Returns that
-        epoch, or None (nothing written) when the epoch moved, someone holds the lease, or the run is not active.
-        The events are stamped with the database clock.
-        """
-        prepared = self._event_rows(events)  # type: ignore[attr-defined]
-        with self._tx() as tx:
-            epoch = self.escalate_unowned_in(tx, run_id, observed_epoch=observed_epoch)
-            if epoch is not None:
-                self._insert_events(tx, prepared, stamp=True)  # type: ignore[attr-defined]
-        return epoch
-
     @staticmethod
     def escalate_unowned_in(tx: Tx, run_id: str, *, observed_epoch: int) -> int | None:
-        """`escalate_unowned`'s lease and status change inside `tx` (no events): the new epoch, or None, having
-        written nothing, when the epoch moved, someone holds the lease or the run is not active."""
+        """Escalate an active run nobody holds at `observed_epoch`, inside `tx` (the caller's seal of its last
+        checkpoint, `baton.handoff.escalation`): the lease moves to epoch observed+1 with no owner, so the old
+        epoch is fenced at the store. Returns that epoch, or None, having written nothing, when the epoch moved,
+        someone holds the lease or the run is not active."""
         head = tx.one(
             "SELECT l.epoch, CASE WHEN l.owner IS NOT NULL AND l.expires_at > {now} THEN 1 ELSE 0 END, r.status "
             "FROM leases l JOIN runs r ON r.run_id = l.run_id WHERE l.run_id = ? {for_update_lease}",

@@ -36,7 +36,7 @@ def _outcome_json(outcome: SimOutcome) -> dict[str, Any]:
         "virtual_s": round(outcome.virtual_s, 3), "statuses": outcome.statuses,
         "fault_schedule": json.loads(outcome.plan.to_json()), "fired": [f.describe() for f in outcome.fired],
         "violations": outcome.violations, "errors": outcome.errors, "strategy": outcome.strategy,
-        "not_applicable": [f.describe() for f in outcome.skipped], "findings": outcome.findings,
+        "not_applicable": [f.describe() for f in outcome.skipped],
     }
 
 
@@ -83,8 +83,6 @@ def _print_summary(summary: Summary, console: Console) -> None:
                   f"runs {dict(summary.statuses)}; violating seeds {len(summary.failing)}")
     if summary.seeds_by_oracle:
         console.print(f"violating seeds by invariant {dict(sorted(summary.seeds_by_oracle.items()))}")
-    if summary.findings_by_check:
-        console.print(f"findings beside the invariants (bill, hidden effects) {dict(summary.findings_by_check)}")
     if summary.skipped_counts:
         console.print(f"scheduled faults with no counterpart for the strategy {dict(summary.skipped_counts)}")
 
@@ -98,7 +96,6 @@ def _summary_json(summary: Summary) -> dict[str, Any]:
         "violations_by_invariant": dict(sorted(summary.violations_by_oracle.items())),
         "violating_seeds_by_invariant": dict(sorted(summary.seeds_by_oracle.items())),
         "fault_kinds_not_applicable": dict(summary.skipped_counts),
-        "findings_by_check": dict(sorted(summary.findings_by_check.items())),
     }
 
 

@@ -117,25 +117,28 @@ APPROVAL_TTL_S = 3 * 3600.0
 """How long the release board's approval of the move to the better release lasts after that release's publication."""
 
 
-def fleet_policy(catalog: Sequence[CatalogRelease], *, approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
+def fleet_policy(catalog: Sequence[CatalogRelease], now: dt.datetime, *,
+                 approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
     """Runs stay on their release unless moved to the better one, which the release board approved.
 
     The approval is anchored to the catalog's own record: it runs from the better release's last publication
     (its row's `updated_at`; publishing it again or listing it on another placement renews it) for
     `approval_ttl_s`, and there is none while that release is not published. Building the policy again later
-    therefore never extends it.
+    therefore never extends it. A store whose catalog was never seeded (`catalog` empty: the built-in releases
+    apply) holds no publication to anchor to; there the approval runs from `now`, as it did before.
     """
     older, better = RELEASES[OLDER_RELEASE], RELEASES[BETTER_RELEASE]
-    published = [row for row in catalog if row.release_id == better.release_id and row.published]
+    published = [row.updated_at for row in catalog if row.release_id == better.release_id and row.published]
+    anchors = published if catalog else [now]
     approvals = tuple(
         MigrationApproval(
             approval_id=f"release-board-{BETTER_RELEASE}",
             from_release_id=older.release_id,
             to_release_id=better.release_id,
             approved_by="release-board",
-            expires_at=row.updated_at + dt.timedelta(seconds=approval_ttl_s),
+            expires_at=anchor + dt.timedelta(seconds=approval_ttl_s),
         )
-        for row in published
+        for anchor in anchors
     )
     return HandoffPolicy(
         allowed_behavioral_migrations=(BehavioralMigration(from_release_id=older.release_id, to_release=better),),
@@ -145,5 +148,5 @@ def fleet_policy(catalog: Sequence[CatalogRelease], *, approval_ttl_s: float = A
 
 
 def store_fleet_policy(store: SqlStore, *, approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
-    """`fleet_policy` over `store`'s release catalog as it is now."""
-    return fleet_policy(store.catalog_releases(), approval_ttl_s=approval_ttl_s)
+    """`fleet_policy` over `store`'s release catalog and clock as they are now."""
+    return fleet_policy(store.catalog_releases(), store.db_now(), approval_ttl_s=approval_ttl_s)

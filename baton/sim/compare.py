@@ -16,10 +16,9 @@ control, so they are counted apart: `I4 retry without asking` (a mutation whose
 answer was lost sent again under the same key without asking the target first: a
 protocol rule, harmless where the target deduplicates) and `I4 verified without
 exactly one effect` (a run reported verified while its target recorded no side
-effect or several of them: harm seen by the target's own records). Beside the
-invariants, the finding of `baton.sim.oracles.FINDINGS` is counted the same way:
-`bill` (the provider billed a run for more model calls than it accounted for). `hidden`
-(a run reported failed while its target holds its side effect) is an oracle, counted
+effect or several of them: harm seen by the target's own records). `bill` (the
+provider billed a run for more model calls than it accounted for) and `hidden` (a
+run reported failed while its target holds its side effect) are oracles, counted
 with the invariants.
 """
 
@@ -59,7 +58,7 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
 
         def note(outcome: SimOutcome, violations: Counter[str] = violations, seeds_hit: Counter[str] = seeds_hit,
                  examples: dict[str, str] = examples) -> None:
-            texts = [*outcome.violations, *outcome.findings]
+            texts = outcome.violations
             labels = [label(v) for v in texts]
             violations.update(labels)
             seeds_hit.update(set(labels))

@@ -748,6 +748,43 @@ def migration_approved(records: SimRecords) -> list[str]:
     return found
 
 
+# budget travels with the run: what it accounted for against the provider's own bill ---------------------------------
+
+
+def _accounted_calls(records: SimRecords, run_id: str, blobs: dict[str, Any]) -> float | None:
+    """The model calls a run accounted for: a control's final report, else the ledger of Baton's latest checkpoint
+    that names one (what moves with the run)."""
+    if records.reported_budget is not None:
+        return records.reported_budget.get(run_id)
+    for (body,) in records.store.raw("SELECT body FROM checkpoints WHERE run_id = ? ORDER BY seq DESC", (run_id,)):
+        used = _budget_used(body, blobs)
+        if used is not None:
+            return used.get("model_calls", 0.0)
+    return None
+
+
+def billed_within_accounted(records: SimRecords) -> list[str]:
+    """The provider's bill (its own record, written as it serves a call) holds no more model calls for an ended run
+    than the run accounted for.
+
+    The live fault matrix asks the same of its provider (`baton.faults.oracles`: budget). Baton missed it on 24 of
+    10,000 seeds until a stranded run's escalation sealed the store's ledger (`baton.handoff.escalation`), and on
+    none since (docs/simulation.md); it was reported beside the invariants until then, and counts in `ok` now."""
+    from baton.sim.catalog_faults import BILL_FILE
+
+    bill = Counter(str(line.get("account")) for line in _lines(records.root / BILL_FILE))
+    blobs = _blobs(records) if records.reported_budget is None else {}
+    found = []
+    for run_id, status in run_statuses(records):
+        if status not in ENDED:
+            continue
+        accounted = _accounted_calls(records, run_id, blobs)
+        if bill[run_id] > (accounted or 0.0):
+            found.append(f"bill: the provider billed {run_id} for {bill[run_id]} model call(s); the run accounted "
+                         f"{accounted if accounted is not None else 'none'}")
+    return found
+
+
 ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("1 no double commit", no_double_commit),
     ("2 no stale epoch accepted (the targets' view)", no_stale_epoch_accepted),
@@ -767,6 +804,7 @@ ORACLES: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
     ("sec. 27 the owner's rule kept", owner_rule_kept),
     ("sec. 27 observations revalidated after an environment change", revalidated_after_environment_change),
     ("sec. 27 no migration without the owner's approval", migration_approved),
+    ("budget travels: the provider billed no more than the run accounted", billed_within_accounted),
     *CODING_ORACLES,
     *oracles_browser.ORACLES,
     *oracles_approval.ORACLES,
@@ -783,52 +821,6 @@ ablation is attributed only by the others (`outside_of`, `baton.sim.runner.attri
 def outside_of(violations: list[str]) -> frozenset[str]:
     """The prefixes (`I2`, `owner_rule`...) of the violations found by an oracle from outside (not `OWN_RECORDS`)."""
     return frozenset(v.split(":", 1)[0] for v in violations) - OWN_RECORDS
-
-
-# outside the invariants: what the run said against the targets' and the provider's own records ---------------------
-
-
-def _accounted_calls(records: SimRecords, run_id: str, blobs: dict[str, Any]) -> float | None:
-    """The model calls a run accounted for: a control's final report, else the ledger of Baton's latest checkpoint
-    that names one (what moves with the run)."""
-    if records.reported_budget is not None:
-        return records.reported_budget.get(run_id)
-    for (body,) in records.store.raw("SELECT body FROM checkpoints WHERE run_id = ? ORDER BY seq DESC", (run_id,)):
-        used = _budget_used(body, blobs)
-        if used is not None:
-            return used.get("model_calls", 0.0)
-    return None
-
-
-def billed_within_accounted(records: SimRecords) -> list[str]:
-    """The provider's bill (its own record, written as it serves a call) holds no more model calls for an ended run
-    than the run accounted for."""
-    from baton.sim.catalog_faults import BILL_FILE
-
-    bill = Counter(str(line.get("account")) for line in _lines(records.root / BILL_FILE))
-    blobs = _blobs(records) if records.reported_budget is None else {}
-    found = []
-    for run_id, status in run_statuses(records):
-        if status not in ENDED:
-            continue
-        accounted = _accounted_calls(records, run_id, blobs)
-        if bill[run_id] > (accounted or 0.0):
-            found.append(f"bill: the provider billed {run_id} for {bill[run_id]} model call(s); the run accounted "
-                         f"{accounted if accounted is not None else 'none'}")
-    return found
-
-
-FINDINGS: tuple[tuple[str, Callable[[SimRecords], list[str]]], ...] = (
-    ("the provider billed no more than the run accounted", billed_within_accounted),
-)
-"""A check the live fault matrix asks (`baton.faults.oracles`: budget) read here from the same records; reported
-beside the invariants (`SimOutcome.findings`), not counted in `ok`. Baton missed it on 24 of 10,000 seeds until
-an escalation sealed the store's ledger (`baton.handoff.escalation`), and on none since; docs/simulation.md. The
-live matrix's `unknown_hidden` is an oracle above (`no_hidden_effect`), counted."""
-
-
-def findings(records: SimRecords) -> list[str]:
-    return [finding for _name, check_ in FINDINGS for finding in check_(records)]
 
 
 def check(records: SimRecords) -> list[str]:

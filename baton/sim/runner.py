@@ -58,8 +58,6 @@ class Summary:
     """Invariant (`I1`...) -> violations of it found, over every seed."""
     seeds_by_oracle: Counter[str] = field(default_factory=Counter)
     """Invariant -> seeds with at least one violation of it."""
-    findings_by_check: Counter[str] = field(default_factory=Counter)
-    """`bill` -> findings of `baton.sim.oracles.FINDINGS` over every seed."""
     skipped_counts: Counter[str] = field(default_factory=Counter)
     """Fault kind -> scheduled faults with no counterpart for the strategy (they never fire)."""
     errors: int = 0
@@ -80,7 +78,6 @@ class Summary:
         self.violations_by_oracle.update(v.split(":", 1)[0] for v in outcome.violations)
         self.seeds_by_oracle.update(invariants_of(outcome))
         self.skipped_counts.update(f.kind for f in outcome.skipped)
-        self.findings_by_check.update(f.split(":", 1)[0] for f in outcome.findings)
         self.errors += bool(outcome.errors)
         self.interventions += outcome.interventions
         if not outcome.ok:

@@ -257,8 +257,6 @@ class SimOutcome:
     strategy: str = "baton"
     skipped: list[Fault] = field(default_factory=list)
     """Scheduled faults with no counterpart for the strategy (a control has no catalog and no lease calls)."""
-    findings: list[str] = field(default_factory=list)
-    """What `baton.sim.oracles.FINDINGS` found: the run's own account against the bill and the targets (not in `ok`)."""
     interventions: int = 0
     """Human interventions the strategy needed (`human_assisted`, `baton.sim.baseline_world`; 0 for the others)."""
 
@@ -875,7 +873,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
 
     `before_check` sees the raw records first (tests use it to show an oracle catches a tampered record).
     """
-    from baton.sim.oracles import check, findings
+    from baton.sim.oracles import check
 
     shared = _ROOT_BUSY.acquire(blocking=False)  # a world inside a world (never in `baton sim`) gets its own dir
     if shared:
@@ -902,7 +900,6 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 if before_check is not None:
                     before_check(records)
                 violations = check(records)
-                found = findings(records)
             outcome = SimOutcome(
                 seed=config.seed, plan=config.plan, trail_hash=world.sched.trail_hash, steps=world.sched.steps,
                 virtual_s=world.sched.elapsed_s,
@@ -914,7 +911,7 @@ def run_world(config: SimConfig, *, before_check: Callable[[SimRecords], None] |
                 last_boundaries={row[0]: row[1] for row in world.store.raw(
                     "SELECT run_id, boundary FROM checkpoints c WHERE seq = "
                     "(SELECT MAX(seq) FROM checkpoints d WHERE d.run_id = c.run_id) ORDER BY run_id")},
-                strategy=config.strategy, skipped=list(getattr(world, "skipped", [])), findings=found,
+                strategy=config.strategy, skipped=list(getattr(world, "skipped", [])),
                 interventions=sum(getattr(world, "interventions", {}).values()),
             )
             if hasattr(world, "steps_reached"):  # a control's last step, as its transcript has it

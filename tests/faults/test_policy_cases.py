@@ -145,7 +145,7 @@ def test_each_case_runs_under_the_fleet_policy_with_one_rule_changed() -> None:
     now = dt.datetime.now(dt.timezone.utc)
     fleet = fleet_policy([CatalogRelease(release_id=release.release_id, name=name, manifest=release, listed_by=(),
                                          state=ReleaseState.PUBLISHED, changed_seq=1, updated_at=now)
-                          for name, release in RELEASES.items()])
+                          for name, release in RELEASES.items()], now)
     region = fleet.model_copy(update=CASES["region-change-forbidden-moved"].handoff_policy)
     provider = fleet.model_copy(update=CASES["provider-change-forbidden-moved"].handoff_policy)
     unapproved = fleet.model_copy(update=CASES["behavioral-move-unapproved"].handoff_policy)

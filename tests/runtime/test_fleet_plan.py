@@ -46,7 +46,7 @@ def catalog_rows(published_at: dt.datetime, *, better: ReleaseState = ReleaseSta
 
 def test_the_fleet_policy_approves_v7_to_v8_and_forbids_downgrades() -> None:
     now = dt.datetime.now(dt.timezone.utc)
-    policy = fleet_policy(catalog_rows(now))
+    policy = fleet_policy(catalog_rows(now), now)
     (migration,) = policy.allowed_behavioral_migrations
     assert (migration.from_release_id, migration.to_release.release_id) == (V7, V8)
     assert policy.approvals[0].covers(V7, V8, now) and not policy.approvals[0].covers(V8, V7, now)
@@ -55,10 +55,17 @@ def test_the_fleet_policy_approves_v7_to_v8_and_forbids_downgrades() -> None:
 
 def test_the_release_boards_approval_runs_from_the_better_releases_publication_not_from_the_policys_build() -> None:
     published = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
-    (approval,) = fleet_policy(catalog_rows(published)).approvals
+    later = published + dt.timedelta(days=2)
+    (approval,) = fleet_policy(catalog_rows(published), later).approvals
     assert approval.expires_at == published + dt.timedelta(seconds=APPROVAL_TTL_S)
-    assert not approval.covers(V7, V8, published + dt.timedelta(seconds=APPROVAL_TTL_S + 1))
-    assert fleet_policy(catalog_rows(published, better=ReleaseState.WITHDRAWN)).approvals == ()
+    assert not approval.covers(V7, V8, later)
+    assert fleet_policy(catalog_rows(published, better=ReleaseState.WITHDRAWN), published).approvals == ()
+
+
+def test_an_unseeded_catalog_has_no_publication_to_anchor_to_so_the_approval_runs_from_now() -> None:
+    now = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    (approval,) = fleet_policy([], now).approvals
+    assert approval.expires_at == now + dt.timedelta(seconds=APPROVAL_TTL_S)
 
 
 def test_a_reclaimed_gpu_moves_runs_without_quiescing() -> None:

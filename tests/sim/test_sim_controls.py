@@ -105,7 +105,7 @@ def test_a_zombie_back_from_a_long_stall_publishes_stale_evidence_under_the_naiv
     assert {"I1", "I9"} <= invariants_of(naive), naive.violations
     assert "I9: sim54-research-1 published v[1] of idempotency" in " ".join(naive.violations)
     assert not {"I1", "I9"} & invariants_of(competent), competent.violations
-    assert baton.ok and not baton.findings, (baton.violations, baton.findings)
+    assert baton.ok, baton.violations
 
 
 def test_faults_without_a_counterpart_never_fire_for_a_control() -> None:
@@ -115,7 +115,9 @@ def test_faults_without_a_counterpart_never_fire_for_a_control() -> None:
     assert [f.describe() for f in outcome.skipped] == ["catalog_change@1(release_withdrawn)"]
     assert [f.describe() for f in outcome.fired] == ["crash@1[save_transcript](after)"]
     assert any("crash after a transcript write" in line for line in outcome.trail or [])
-    assert outcome.statuses == {"sim4-deploy-0": "verified"} and outcome.ok
+    assert outcome.statuses == {"sim4-deploy-0": "verified"}
+    # the naive transcript resumes without the model call it paid before the crash; the provider's bill counts it
+    assert outcome.violations == ["bill: the provider billed sim4-deploy-0 for 1 model call(s); the run accounted 0.0"]
 
 
 def test_the_simulated_control_is_the_class_the_live_cli_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -201,14 +203,15 @@ def test_the_bill_and_the_targets_catch_what_the_naive_transcript_loses() -> Non
     for seed, expected, schedule in BILL_AND_HIDDEN:
         plan = FaultPlan.from_json(schedule)
         naive, competent, baton = (_run(seed, s, plan=plan) for s in ("naive", "competent", "baton"))
-        seen = {f.split(":", 1)[0] for f in [*naive.findings, *naive.violations]} & {"bill", "hidden"}
-        assert seen == expected, (naive.findings, naive.violations)
-        assert competent.findings == [] and baton.findings == [], (competent.findings, baton.findings)
+        seen = {v.split(":", 1)[0] for v in naive.violations} & {"bill", "hidden"}
+        assert seen == expected, naive.violations
+        assert not any(v.startswith("bill") for v in [*competent.violations, *baton.violations])
         assert not any(v.startswith("hidden") for v in [*competent.violations, *baton.violations])
 
 
-def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
-    """Tampering with the provider's bill (one more call for the run) is what makes the bill check speak."""
+def test_the_bill_oracle_reads_the_bill_not_the_runs_word() -> None:
+    """Tampering with the provider's bill (one more call for the run) is what makes the bill oracle speak, and it
+    counts: the seed is no longer ok."""
     from baton.sim.catalog_faults import BILL_FILE
 
     def overbill(records: Any) -> None:
@@ -218,8 +221,9 @@ def test_a_findings_check_reads_the_bill_not_the_runs_word() -> None:
 
     clean = run_world(config_for(0, 5, kinds=BOTH, strategy="competent"))
     tampered = run_world(config_for(0, 5, kinds=BOTH, strategy="competent"), before_check=overbill)
-    assert not [f for f in clean.findings if f.startswith("bill")]
-    assert [f for f in tampered.findings if f.startswith("bill: the provider billed sim0-deploy-0")]
+    assert not [v for v in clean.violations if v.startswith("bill")]
+    assert [v for v in tampered.violations if v.startswith("bill: the provider billed sim0-deploy-0")]
+    assert not tampered.ok
 
 
 def test_awaiting_stalled_workers_lets_a_naive_zombie_act_and_baton_fence_its_own() -> None:
@@ -230,7 +234,7 @@ def test_awaiting_stalled_workers_lets_a_naive_zombie_act_and_baton_fence_its_ow
     assert "I1" not in invariants_of(ended) and "I1" in invariants_of(awaited), (ended.violations, awaited.violations)
     assert awaited.virtual_s > ended.virtual_s
     baton = run_seed(24, 5, kinds=BOTH, strategy="baton", await_stalled=True)
-    assert baton.ok and not baton.findings, (baton.violations, baton.findings)
+    assert baton.ok, baton.violations
 
 
 def test_the_experiment_check_compares_a_controls_model_with_its_live_code() -> None:

@@ -42,7 +42,7 @@ from baton.runtime.errors import (
     RunFenced,
     WorkerStopping,
 )
-from baton.runtime.fleet_plan import store_fleet_policy
+from baton.runtime.fleet_plan import fleet_policy
 from baton.runtime.restore_record import record_restore
 from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
@@ -186,7 +186,7 @@ class RunExecutor:
         store, run_id = self.services.store, lease.run_id
         placement = placements_now(store, {plan.placement.name: plan.placement})[1][plan.placement.name]
         now = store.db_now()
-        policy = self.policy if self.policy is not None else store_fleet_policy(store)
+        policy = self.policy if self.policy is not None else fleet_policy(now)
         decision = judge_placement(plan.restored, placement, policy, now=now,
                                    has_unresolved_operations=bool(plan.unresolved_operations))
         unfit = unfit_reasons(decision)

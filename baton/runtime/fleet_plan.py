@@ -20,13 +20,11 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from baton.catalog.records import CatalogRelease
 from baton.catalog.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
 from baton.compat import BehavioralMigration, HandoffPolicy, MigrationApproval
 from baton.models import AuthorityLevel, Placement, RunKind
 from baton.placements import hosts_kind
 from baton.runtime.launch import RunSpec
-from baton.store.base import SqlStore
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 WORKER_PLACEMENT_ORDER: tuple[str, ...] = ("local-gpu-eu", "cloud-us", "browser-pool-eu", "cloud-eu")
@@ -113,40 +111,19 @@ def coding_repository(run_id: str) -> str:
     return "calc-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in run_id)[-48:]
 
 
-APPROVAL_TTL_S = 3 * 3600.0
-"""How long the release board's approval of the move to the better release lasts after that release's publication."""
-
-
-def fleet_policy(catalog: Sequence[CatalogRelease], now: dt.datetime, *,
-                 approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
-    """Runs stay on their release unless moved to the better one, which the release board approved.
-
-    The approval is anchored to the catalog's own record: it runs from the better release's last publication
-    (its row's `updated_at`; publishing it again or listing it on another placement renews it) for
-    `approval_ttl_s`, and there is none while that release is not published. Building the policy again later
-    therefore never extends it. A store whose catalog was never seeded (`catalog` empty: the built-in releases
-    apply) holds no publication to anchor to; there the approval runs from `now`, as it did before.
-    """
+def fleet_policy(now: dt.datetime, *, approval_ttl_s: float = 3 * 3600) -> HandoffPolicy:
+    """Runs stay on their release unless moved to the better one, which the release board approved."""
     older, better = RELEASES[OLDER_RELEASE], RELEASES[BETTER_RELEASE]
-    published = [row.updated_at for row in catalog if row.release_id == better.release_id and row.published]
-    anchors = published if catalog else [now]
-    approvals = tuple(
-        MigrationApproval(
-            approval_id=f"release-board-{BETTER_RELEASE}",
-            from_release_id=older.release_id,
-            to_release_id=better.release_id,
-            approved_by="release-board",
-            expires_at=anchor + dt.timedelta(seconds=approval_ttl_s),
-        )
-        for anchor in anchors
-    )
     return HandoffPolicy(
         allowed_behavioral_migrations=(BehavioralMigration(from_release_id=older.release_id, to_release=better),),
-        approvals=approvals,
+        approvals=(
+            MigrationApproval(
+                approval_id=f"release-board-{BETTER_RELEASE}",
+                from_release_id=older.release_id,
+                to_release_id=better.release_id,
+                approved_by="release-board",
+                expires_at=now + dt.timedelta(seconds=approval_ttl_s),
+            ),
+        ),
         allow_authority_downgrade=False,
     )
-
-
-def store_fleet_policy(store: SqlStore, *, approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
-    """`fleet_policy` over `store`'s release catalog and clock as they are now."""
-    return fleet_policy(store.catalog_releases(), store.db_now(), approval_ttl_s=approval_ttl_s)

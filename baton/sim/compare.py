@@ -58,11 +58,10 @@ def compare(seeds: int, faults: int, *, jobs: int = 1, strategies: tuple[str, ..
 
         def note(outcome: SimOutcome, violations: Counter[str] = violations, seeds_hit: Counter[str] = seeds_hit,
                  examples: dict[str, str] = examples) -> None:
-            texts = outcome.violations
-            labels = [label(v) for v in texts]
+            labels = [label(v) for v in outcome.violations]
             violations.update(labels)
             seeds_hit.update(set(labels))
-            for name, text in zip(labels, texts, strict=True):
+            for name, text in zip(labels, outcome.violations, strict=True):
                 examples.setdefault(name, f"seed {outcome.seed}: {text}")
 
         summary = run_many(range(seeds), faults, jobs=jobs, kinds=KINDS, on_outcome=note, strategy=strategy,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import Field
 
@@ -42,3 +43,14 @@ class CatalogRelease(Record):
     def offered_by(self) -> tuple[str, ...]:
         """Placements that offer the release now: those that list it, while it is published."""
         return self.listed_by if self.published else ()
+
+
+class ReleasePublication(NamedTuple):
+    """One read of the store: its clock, and when the catalog last published a release (see
+    `CatalogSql.release_publication`)."""
+
+    now: dt.datetime
+    catalog_seeded: bool
+    """Whether the catalog holds any release; a store never seeded runs on the built-in releases."""
+    published_at: dt.datetime | None
+    """When the release's row last changed while it is published now; None if it is withdrawn or absent."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from baton.catalog.changes import CatalogChange, CatalogChangeKind, catalog_changes_since, current_placements
 from baton.lineage import AssetVersion, IdentityKind, changes_since, lapsed_leases
-from baton.runtime.fleet_plan import fleet_policy
+from baton.runtime.fleet_plan import store_fleet_policy
 from baton.runtime.worker import WORKER_OWNER_PREFIX
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
@@ -140,7 +140,7 @@ def release_changes(store: SqlStore, cursor: int) -> Decisions:
     if not changes:
         return Decisions((), high)
     active = _active_runs(store)
-    policy = fleet_policy(store.db_now())
+    policy = store_fleet_policy(store)
     offering = {p.name: set(p.supported_release_ids) for p in current_placements(store)}
     for change in changes:
         if change.release_id is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from baton.fencing import FenceAware
 from baton.handoff.coordinator import STRANDED_AFTER_S, HandoffCoordinator, HandoffOutcome, HandoffRequest
 from baton.models import Placement
-from baton.runtime.fleet_plan import fleet_policy
+from baton.runtime.fleet_plan import store_fleet_policy
 from baton.runtime.worker import connect_git_remote, connect_targets, connect_webapp
 from baton.store.base import SqlStore
 from baton.store.blobs import Blobs
@@ -44,7 +44,7 @@ def build_coordinator(
     """The coordinator every trigger uses: the fleet policy, the given placements and fence-aware targets."""
     by_name = dict(placements) if isinstance(placements, Mapping) else {p.name: p for p in placements}
     return HandoffCoordinator(
-        store, blobs, by_name, policy=fleet_policy(store.db_now()), fence_targets=tuple(fence_targets),
+        store, blobs, by_name, policy=store_fleet_policy(store), fence_targets=tuple(fence_targets),
         lease_ttl_s=settings.reservation_ttl_s, quiesce_timeout_s=settings.quiesce_timeout_s,
         stranded_after_s=settings.stranded_after_s,
     )

@@ -42,7 +42,7 @@ from baton.runtime.errors import (
     RunFenced,
     WorkerStopping,
 )
-from baton.runtime.fleet_plan import fleet_policy
+from baton.runtime.fleet_plan import clock_and_fleet_policy
 from baton.runtime.restore_record import record_restore
 from baton.runtime.sdk import RunContext
 from baton.runtime.services import RuntimeServices
@@ -185,8 +185,7 @@ class RunExecutor:
         longer host the run, None if it can. The caller releases the lease, so the run is placed again."""
         store, run_id = self.services.store, lease.run_id
         placement = placements_now(store, {plan.placement.name: plan.placement})[1][plan.placement.name]
-        now = store.db_now()
-        policy = self.policy if self.policy is not None else fleet_policy(now)
+        now, policy = (store.db_now(), self.policy) if self.policy is not None else clock_and_fleet_policy(store)
         decision = judge_placement(plan.restored, placement, policy, now=now,
                                    has_unresolved_operations=bool(plan.unresolved_operations))
         unfit = unfit_reasons(decision)

@@ -20,11 +20,13 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
+from baton.catalog.records import ReleasePublication
 from baton.catalog.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
 from baton.compat import BehavioralMigration, HandoffPolicy, MigrationApproval
 from baton.models import AuthorityLevel, Placement, RunKind
 from baton.placements import hosts_kind
 from baton.runtime.launch import RunSpec
+from baton.store.base import SqlStore
 from baton.targets.corpus_documents import INITIAL_DOCUMENTS
 
 WORKER_PLACEMENT_ORDER: tuple[str, ...] = ("local-gpu-eu", "cloud-us", "browser-pool-eu", "cloud-eu")
@@ -111,19 +113,42 @@ def coding_repository(run_id: str) -> str:
     return "calc-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in run_id)[-48:]
 
 
-def fleet_policy(now: dt.datetime, *, approval_ttl_s: float = 3 * 3600) -> HandoffPolicy:
-    """Runs stay on their release unless moved to the better one, which the release board approved."""
+APPROVAL_TTL_S = 3 * 3600.0
+"""How long the release board's approval of the move to the better release lasts after that release's publication."""
+
+
+def fleet_policy(publication: ReleasePublication, *, approval_ttl_s: float = APPROVAL_TTL_S) -> HandoffPolicy:
+    """Runs stay on their release unless moved to the better one, which the release board approved.
+
+    The approval runs for `approval_ttl_s` from the better release's last publication as the catalog records it
+    (`publication`, read from the store), and there is none while that release is withdrawn: building the policy
+    again later never extends it. A catalog never seeded (the built-in releases apply) records no publication;
+    there the approval runs from the store's clock at the build, as the demo's first policy did.
+    """
     older, better = RELEASES[OLDER_RELEASE], RELEASES[BETTER_RELEASE]
+    anchor = publication.published_at if publication.catalog_seeded else publication.now
+    approvals = () if anchor is None else (
+        MigrationApproval(
+            approval_id=f"release-board-{BETTER_RELEASE}",
+            from_release_id=older.release_id,
+            to_release_id=better.release_id,
+            approved_by="release-board",
+            expires_at=anchor + dt.timedelta(seconds=approval_ttl_s),
+        ),
+    )
     return HandoffPolicy(
         allowed_behavioral_migrations=(BehavioralMigration(from_release_id=older.release_id, to_release=better),),
-        approvals=(
-            MigrationApproval(
-                approval_id=f"release-board-{BETTER_RELEASE}",
-                from_release_id=older.release_id,
-                to_release_id=better.release_id,
-                approved_by="release-board",
-                expires_at=now + dt.timedelta(seconds=approval_ttl_s),
-            ),
-        ),
+        approvals=approvals,
         allow_authority_downgrade=False,
     )
+
+
+def clock_and_fleet_policy(store: SqlStore) -> tuple[dt.datetime, HandoffPolicy]:
+    """The store's clock and the fleet policy as its catalog has it now, from one read."""
+    publication = store.release_publication(RELEASES[BETTER_RELEASE].release_id)
+    return publication.now, fleet_policy(publication)
+
+
+def store_fleet_policy(store: SqlStore) -> HandoffPolicy:
+    """`fleet_policy` as `store`'s catalog has it now (one read)."""
+    return clock_and_fleet_policy(store)[1]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from builders.fault_cases import assert_passed_over_and_clean
 
+from baton.catalog.records import ReleasePublication
 from baton.faults.ablations import CATCHING_CASE, run_ablation
 from baton.faults.cases import CASES
 from baton.faults.oracles_gates import answer_gates
@@ -141,7 +142,7 @@ def test_the_ablation_table_names_these_cases() -> None:
 
 def test_each_case_runs_under_the_fleet_policy_with_one_rule_changed() -> None:
     now = dt.datetime.now(dt.timezone.utc)
-    fleet = fleet_policy(now)
+    fleet = fleet_policy(ReleasePublication(now, catalog_seeded=True, published_at=now))
     region = fleet.model_copy(update=CASES["region-change-forbidden-moved"].handoff_policy)
     provider = fleet.model_copy(update=CASES["provider-change-forbidden-moved"].handoff_policy)
     unapproved = fleet.model_copy(update=CASES["behavioral-move-unapproved"].handoff_policy)

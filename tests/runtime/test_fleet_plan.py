@@ -9,7 +9,8 @@ from baton.chaos import ChaosEvent, ChaosReason
 from baton.models import AuthorityLevel, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.fleet_chaos import moves_for
-from baton.runtime.fleet_plan import fleet_policy, plan_runs, worker_placements
+from baton.catalog.records import ReleasePublication
+from baton.runtime.fleet_plan import APPROVAL_TTL_S, fleet_policy, plan_runs, worker_placements
 
 CATALOG = {p.name: p for p in DEFAULT_PLACEMENTS}
 V7, V8 = RELEASES["model-v7"].release_id, RELEASES["model-v8"].release_id
@@ -37,11 +38,27 @@ def test_deploy_runs_start_only_where_external_mutation_is_allowed() -> None:
 
 def test_the_fleet_policy_approves_v7_to_v8_and_forbids_downgrades() -> None:
     now = dt.datetime.now(dt.timezone.utc)
-    policy = fleet_policy(now)
+    policy = fleet_policy(ReleasePublication(now, catalog_seeded=True, published_at=now))
     (migration,) = policy.allowed_behavioral_migrations
     assert (migration.from_release_id, migration.to_release.release_id) == (V7, V8)
     assert policy.approvals[0].covers(V7, V8, now) and not policy.approvals[0].covers(V8, V7, now)
     assert not policy.allow_authority_downgrade
+
+
+def test_the_release_boards_approval_runs_from_the_better_releases_publication_not_from_the_policys_build() -> None:
+    published = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    later = published + dt.timedelta(days=2)
+    (approval,) = fleet_policy(ReleasePublication(later, catalog_seeded=True, published_at=published)).approvals
+    assert approval.expires_at == published + dt.timedelta(seconds=APPROVAL_TTL_S)
+    assert not approval.covers(V7, V8, later)
+    withdrawn = ReleasePublication(published, catalog_seeded=True, published_at=None)
+    assert fleet_policy(withdrawn).approvals == ()
+
+
+def test_an_unseeded_catalog_has_no_publication_to_anchor_to_so_the_approval_runs_from_the_build() -> None:
+    now = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    (approval,) = fleet_policy(ReleasePublication(now, catalog_seeded=False, published_at=None)).approvals
+    assert approval.expires_at == now + dt.timedelta(seconds=APPROVAL_TTL_S)
 
 
 def test_a_reclaimed_gpu_moves_runs_without_quiescing() -> None:

@@ -123,7 +123,7 @@ def fleet_policy(publication: ReleasePublication, *, approval_ttl_s: float = APP
     The approval runs for `approval_ttl_s` from the better release's last publication as the catalog records it
     (`publication`, read from the store), and there is none while that release is withdrawn: building the policy
     again later never extends it. A catalog never seeded (the built-in releases apply) records no publication;
-    there the approval runs from the store's clock at the build, as the demo's first policy did.
+    there the approval runs from the store's clock at the build, as every build's did before stop 38.
     """
     older, better = RELEASES[OLDER_RELEASE], RELEASES[BETTER_RELEASE]
     anchor = publication.published_at if publication.catalog_seeded else publication.now

@@ -12,7 +12,8 @@ from baton.catalog.releases import BETTER_RELEASE, OLDER_RELEASE, RELEASES
 from baton.catalog.seed import seed_catalog
 from baton.placements import DEFAULT_PLACEMENTS
 from baton.runtime.dispatch import build_coordinator
-from baton.runtime.fleet_plan import APPROVAL_TTL_S, store_fleet_policy
+from baton.runtime.fleet_plan import APPROVAL_TTL_S, clock_and_fleet_policy, store_fleet_policy
+from baton.sim.memory_store import MemoryStore
 from baton.store.base import SqlStore
 from baton.store.blobs import BlobStore
 
@@ -22,8 +23,7 @@ V7, V8 = RELEASES[OLDER_RELEASE].release_id, RELEASES[BETTER_RELEASE].release_id
 def _published_ago(store: SqlStore, seconds: float) -> None:
     """The catalog's record says the better release was published `seconds` ago (as if the fleet ran that long)."""
     then = store.dialect.ts_in(store.db_now() - dt.timedelta(seconds=seconds))
-    with store._tx() as tx:
-        tx.rows("UPDATE catalog_releases SET updated_at = ? WHERE release_id = ?", (then, V8))
+    store.execute_raw("UPDATE catalog_releases SET updated_at = ? WHERE release_id = ?", (then, V8))
 
 
 def test_an_approval_granted_at_publication_has_lapsed_for_a_coordinator_built_after_its_window(
@@ -61,9 +61,6 @@ class _Transactions:
 def test_the_policy_and_the_clock_are_one_read_as_the_clock_alone_was() -> None:
     """Each build of the policy replaced a clock reading; reading the catalog too must not add a transaction (in
     the simulation every transaction is an interleaving point, and pinned schedules count them)."""
-    from baton.runtime.fleet_plan import clock_and_fleet_policy
-    from baton.sim.memory_store import MemoryStore
-
     hooks = _Transactions()
     store = MemoryStore("fleet-approval-reads", hooks=hooks)
     try:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+from baton.catalog.records import ReleasePublication
 from baton.catalog.releases import RELEASES
 from baton.chaos import ChaosEvent, ChaosReason
 from baton.models import AuthorityLevel, RunKind
 from baton.placements import DEFAULT_PLACEMENTS, placement_named
 from baton.runtime.fleet_chaos import moves_for
-from baton.catalog.records import ReleasePublication
 from baton.runtime.fleet_plan import APPROVAL_TTL_S, fleet_policy, plan_runs, worker_placements
 
 CATALOG = {p.name: p for p in DEFAULT_PLACEMENTS}

@@ -204,7 +204,7 @@ def _quiesce(pg: PgServer | None) -> None:
     os.sync()
 
 
-class _Runner:
+class LegRunner:
     """Runs legs in scratch directories and fresh databases; turns failures into results."""
 
     def __init__(self, workdir: Path, pg: PgServer | None, pg_reason: str, flush: bool = True) -> None:
@@ -312,7 +312,7 @@ def run_checkpoint_bench(
                 pg_note = pg.origin
             except NoPostgres as exc:
                 pg_note = str(exc)
-        runner = _Runner(scratch_root, pg, pg_note, flush=flush_between_legs)
+        runner = LegRunner(scratch_root, pg, pg_note, flush=flush_between_legs)
         if warmup:
             warm = Trajectory(WARMUP_STEPS, seed=1).materialize()
             for system in systems:

@@ -191,7 +191,7 @@ def skipped_rows(run: CheckpointRun) -> list[str]:
 # ---------------------------------------------------------------------------- Rich
 
 
-def _rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+def rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     table = Table(title=title, title_justify="left", show_lines=False)
     for index, column in enumerate(header):
         table.add_column(column, justify="left" if index == 0 else "right", no_wrap=index == 0)
@@ -201,14 +201,14 @@ def _rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
 
 
 def print_tables(run: CheckpointRun, console: Console) -> None:
-    console.print(_rich_table("Bytes stored (× raw observation bytes)", *bytes_rows(run)))
-    console.print(_rich_table("Milliseconds per step", *time_rows(run)))
+    console.print(rich_table("Bytes stored (× raw observation bytes)", *bytes_rows(run)))
+    console.print(rich_table("Milliseconds per step", *time_rows(run)))
     comparison = comparison_rows(run)
     if comparison[1]:
-        console.print(_rich_table("Baton relative to the others, same backend", *comparison))
+        console.print(rich_table("Baton relative to the others, same backend", *comparison))
     target = target_rows(run)
     if target[1]:
-        console.print(_rich_table("Targets (issue 6)", *target))
+        console.print(rich_table("Targets (issue 6)", *target))
     for line in skipped_rows(run):
         console.print(f"[yellow]{line}[/yellow]")
     console.print(f"PostgreSQL: {run.postgres}. {repetition_line(run)}")
@@ -464,7 +464,7 @@ BLOB_NAMES = {"files": "file", "sql": "SQL", "default": "default", "sdk": "SDK b
 
 def print_profile(profile: StepProfile, console: Console) -> None:
     title = f"Baton ({BLOB_NAMES[profile.blobs]} blobs) on {BACKEND_NAMES[profile.backend]}, {profile.steps} steps: wall-clock split"
-    console.print(_rich_table(title, *profile_rows(profile)))
+    console.print(rich_table(title, *profile_rows(profile)))
     console.print(profile.top_functions, markup=False, highlight=False, soft_wrap=True)
 
 

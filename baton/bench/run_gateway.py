@@ -131,15 +131,15 @@ def print_tables(run: GatewayRun, console: Console) -> None:
     if run.status != "ok":
         console.print(f"[yellow]gateway: {run.reason}[/yellow]")
         return
-    console.print(report._rich_table(
+    console.print(report.rich_table(
         f"Fenced mutations on PostgreSQL, {run.duration_s:g} s windows × {run.repeat} "
         "(throughput: median of rounds; latency: pooled)", *throughput_rows(run),
     ))
-    console.print(report._rich_table("CPU per operation (process CPU of the workers and of their backends)",
+    console.print(report.rich_table("CPU per operation (process CPU of the workers and of their backends)",
                                      *cpu_rows(run)))
-    console.print(report._rich_table("Every round", *round_rows(run)))
+    console.print(report.rich_table("Every round", *round_rows(run)))
     if run.profile is not None:
-        console.print(report._rich_table(f"One mutation, step by step ({run.profile.ops} mutations, one process)",
+        console.print(report.rich_table(f"One mutation, step by step ({run.profile.ops} mutations, one process)",
                                          *profile_rows(run.profile)))
         console.print(profile_line(run.profile))
     console.print(f"PostgreSQL: {run.postgres}; " + ", ".join(f"{k} {v}" for k, v in run.server_settings.items()))

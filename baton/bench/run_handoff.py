@@ -80,13 +80,13 @@ def notes(run: HandoffRun) -> list[str]:
 
 
 def print_tables(run: HandoffRun, console: Console) -> None:
-    console.print(report._rich_table(
+    console.print(report.rich_table(
         f"Handoff latency, ms ({run.observations} observations + candidate + evidence per run; no revalidation)",
         *latency_rows(run),
     ))
     counted = count_rows(run)
     if counted[1]:
-        console.print(report._rich_table("What one handoff does (one more handoff per store, counted)", *counted))
+        console.print(report.rich_table("What one handoff does (one more handoff per store, counted)", *counted))
     for line in notes(run):
         console.print(f"[yellow]{line}[/yellow]")
     console.print(f"PostgreSQL: {run.postgres}.")

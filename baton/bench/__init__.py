@@ -15,5 +15,6 @@ SUBBENCHMARKS: dict[str, str] = {
     "checkpoint": "baton.bench.run_checkpoint",
     "handoff": "baton.bench.run_handoff",
     "gateway": "baton.bench.run_gateway",
+    "bounds": "baton.bench.run_bounds",
 }
 """Sub-benchmark name -> module exposing `main(*, out, as_json, console) -> dict`."""

@@ -7,6 +7,7 @@ COMMITTED in the second database, and a replay missing statements is refused.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -59,10 +60,25 @@ def test_a_replay_that_skips_the_outcomes_is_refused(tmp_path: Path, postgres_se
         assert len(costs) == 1
 
 
-def test_the_command_writes_its_section(tmp_path: Path, postgres_server_url: str,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_command_writes_its_section_and_json(tmp_path: Path, postgres_server_url: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATON_BENCH_DATABASE_URL", postgres_server_url)
-    result = CliRunner().invoke(app, ["bench", "gateway-bound", "--ops", "3", "--repeat", "1", "--out", str(tmp_path)])
+    result = CliRunner().invoke(app, ["bench", "gateway-bound", "--ops", "3", "--repeat", "1", "--json",
+                                      "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["statements_per_op"] == 2 and document["bound"]["wall_ms"] > document["statements"]["wall_ms"]
     text = (tmp_path / "benchmarks.md").read_text()
     assert "<!-- bench:gateway-bound:start -->" in text and "bound: statements + signatures" in text
+
+
+def test_the_gateway_bound_is_skipped_not_failed_without_a_server(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import baton.bench.pg as pg
+    from baton.bench import run_bounds
+
+    for var in pg.ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(pg, "SCRIPT", tmp_path / "missing.sh")
+    document = run_bounds.gateway(ops=1, repeat=1, out=tmp_path)
+    assert "skipped" in document and not (tmp_path / "benchmarks.md").exists()

@@ -51,7 +51,7 @@ def _check_handoff_result(result: handoff_bench.SystemResult) -> None:
 
 
 def test_registry_lists_every_subbenchmark() -> None:
-    assert list(SUBBENCHMARKS) == ["checkpoint", "handoff", "gateway"]
+    assert list(SUBBENCHMARKS) == ["checkpoint", "handoff", "gateway", "bounds"]
 
 
 def test_handoff_sqlite_runs_without_revalidation(tmp_path: Path) -> None:

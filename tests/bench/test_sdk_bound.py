@@ -7,6 +7,7 @@ same rows in every table and the same latest checkpoint.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -63,13 +64,15 @@ def test_tiny_bound_reports_every_part_and_target(tmp_path: Path) -> None:
     assert len(part_rows(bound)[1]) == 7
 
 
-def test_the_command_writes_its_section(tmp_path: Path) -> None:
+def test_the_command_writes_its_section_and_json(tmp_path: Path) -> None:
     # Its own process: DBOS binds its log handler to the stdout it started with, which CliRunner would close.
-    done = subprocess.run([BATON, "bench", "sdk-bound", "--steps", "2", "--repeat", "1", "--out", str(tmp_path),
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([BATON, "bench", "sdk-bound", "--steps", "2", "--repeat", "1", "--json", "--out",
+                           str(tmp_path), "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
     if done.returncode != 0 and "not installed" in done.stderr:
         pytest.skip(done.stderr[-300:])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "bound: SQL alone + scan" in done.stdout
+    document = json.loads(done.stdout)
+    assert document["bound_ms"] == pytest.approx(document["replay_ms"] + document["scan_ms"])
+    assert set(document["legs_ms"]) == {"baton-sdk-sqlite", "langgraph-sqlite", "dbos-sqlite"}
     text = (tmp_path / "benchmarks.md").read_text()
     assert "<!-- bench:sdk-bound:start -->" in text and "bound: SQL alone + scan" in text

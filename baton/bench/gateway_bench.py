@@ -323,6 +323,39 @@ def floor_op(conn: Any, run_id: str, epoch: int, key: str, n: int) -> None:
     conn.commit()
 
 
+@contextmanager
+def warm_floor(url: str, warmup: int = 20) -> Iterator[Any]:
+    """A connection ready for `floor_op` on run "floor" at epoch 1: floor tables made, `warmup` operations done."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in FLOOR_TABLES:
+            conn.execute(statement)
+        conn.execute("INSERT INTO bench_fence (run_id, epoch) VALUES ('floor', 1)")
+    with psycopg.connect(url, autocommit=False) as conn:
+        for n in range(warmup):
+            floor_op(conn, "floor", 1, f"warm:{n}", n)
+        yield conn
+
+
+def lease_bench_run(url: str, run_id: str, owner: str) -> int:
+    """Create a deploy run in the store at `url` and lease it to `owner`; the lease's epoch."""
+    from baton.catalog.releases import RELEASES
+    from baton.models import RunKind
+    from baton.ownership import Coordinator
+    from baton.store.factory import open_store
+
+    store = open_store(url)
+    try:
+        store.create_run(run_id, RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway")
+        lease = Coordinator(store, name="bench-scheduler").grant(run_id, owner, ttl_s=3600)
+        if lease is None:
+            raise RuntimeError(f"could not lease {run_id} to {owner}")
+        return lease.epoch
+    finally:
+        store.close()
+
+
 def floor_worker(spec: dict[str, Any], ready: Any, go: Any, start_at: Any, results: Any) -> None:
     """One floor process (spawned): a psycopg connection doing bare CAS + INSERT + COMMIT."""
     import psycopg

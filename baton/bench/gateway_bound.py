@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,24 +103,6 @@ def _measured(backend_pid: int | None, ops: int, out: list[Cost]) -> Iterator[No
     out.append(Cost(wall / ops * 1000, meter.client_s / ops * 1000, (meter.server_s or 0.0) / ops * 1000))
 
 
-def _lease_run(url: str) -> int:
-    """Create the run in the database at `url` and lease it to OWNER; the lease's epoch."""
-    from baton.catalog.releases import RELEASES
-    from baton.models import RunKind
-    from baton.ownership import Coordinator
-    from baton.store.factory import open_store
-
-    store = open_store(url)
-    try:
-        store.create_run(RUN_ID, RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway-bound")
-        lease = Coordinator(store, name="bench-scheduler").grant(RUN_ID, OWNER, ttl_s=3600)
-        if lease is None:
-            raise RuntimeError(f"could not lease {RUN_ID}")
-        return lease.epoch
-    finally:
-        store.close()
-
-
 @contextmanager
 def _recording(into: list[Statement]) -> Iterator[None]:
     """Every statement the store runs, rendered for psycopg, with its parameters."""
@@ -166,25 +148,15 @@ def _signatures(token: str, ops: int, out: list[Cost]) -> None:
 
 
 def _floor(url: str, ops: int, out: list[Cost]) -> None:
-    import psycopg
+    from baton.bench.gateway_bench import floor_op, warm_floor
 
-    from baton.bench.gateway_bench import FLOOR_TABLES, floor_op
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        for statement in FLOOR_TABLES:
-            conn.execute(statement)
-        conn.execute("INSERT INTO bench_fence (run_id, epoch) VALUES ('floor', 1)")
-    with psycopg.connect(url, autocommit=False) as conn:
-        for n in range(20):
-            floor_op(conn, "floor", 1, f"warm:{n}", n)
-        pid = int(conn.info.backend_pid)
-        with _measured(pid, ops, out):
-            for n in range(ops):
-                floor_op(conn, "floor", 1, str(n), n)
+    with warm_floor(url) as conn, _measured(int(conn.info.backend_pid), ops, out):
+        for n in range(ops):
+            floor_op(conn, "floor", 1, str(n), n)
 
 
 def _round(server_url: str, ops: int, scratch: Path) -> BoundRound:
-    from baton.bench.gateway_bench import bench_authority, mutation, open_gateway
+    from baton.bench.gateway_bench import bench_authority, lease_bench_run, mutation, open_gateway
 
     floor: list[Cost] = []
     gateway: list[Cost] = []
@@ -192,10 +164,12 @@ def _round(server_url: str, ops: int, scratch: Path) -> BoundRound:
     signatures: list[Cost] = []
     recorded: list[Statement] = []
     with fresh_database(server_url, prefix="gwbound") as db, bench_authority(db.url, scratch) as access:
-        epoch = _lease_run(db.url)
+        epoch = lease_bench_run(db.url, RUN_ID, OWNER)
         store, gw, _, _, issue = open_gateway(db.url, RUN_ID, OWNER, access(OWNER, RUN_ID))
         try:
-            submit: Callable[[str, int], Any] = lambda key, n: gw.submit(mutation(RUN_ID, epoch, issue(key), key, n, OWNER))
+            def submit(key: str, n: int) -> None:
+                gw.submit(mutation(RUN_ID, epoch, issue(key), key, n, OWNER))
+
             for n in range(20):
                 submit(f"warm:{n}", n)
             pid = int(store.execute_raw("SELECT pg_backend_pid()")[0][0])
@@ -211,7 +185,7 @@ def _round(server_url: str, ops: int, scratch: Path) -> BoundRound:
         _floor(db.url, ops, floor)
         _signatures(tokens[0], ops, signatures)
     with fresh_database(server_url, prefix="gwreplay") as target:
-        if _lease_run(target.url) != epoch:
+        if lease_bench_run(target.url, RUN_ID, OWNER) != epoch:
             raise RuntimeError("the replay database's lease is not at the recorded epoch")
         replay(target.url, recorded, ops, statements)
     return BoundRound(floor[0], gateway[0], statements[0], signatures[0], len(recorded) / ops)

@@ -139,21 +139,10 @@ def _instrumented(counters: _Counters, gateway: Any) -> Iterator[None]:
 
 def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> GatewayProfile:
     """Instrumented single-process gateway run (timers, then cProfile) and floor run of `ops` operations each."""
-    import psycopg
-
-    from baton.catalog.releases import RELEASES
-    from baton.bench.gateway_bench import FLOOR_TABLES, bench_authority, floor_op, mutation, open_gateway
-    from baton.models import RunKind
-    from baton.ownership import Coordinator
-    from baton.store.factory import open_store
+    from baton.bench.gateway_bench import bench_authority, floor_op, lease_bench_run, mutation, open_gateway, warm_floor
 
     with fresh_database(server_url, prefix="gwprofile") as db, bench_authority(db.url, scratch) as access:
-        setup = open_store(db.url)
-        try:
-            setup.create_run("profile-run", RunKind.DEPLOY, RELEASES["model-v7"].release_id, "bench-gateway")
-            assert Coordinator(setup, name="bench-scheduler").grant("profile-run", "profiler", ttl_s=3600) is not None
-        finally:
-            setup.close()
+        lease_bench_run(db.url, "profile-run", "profiler")
         store, gateway, _, lease, issue = open_gateway(db.url, "profile-run", "profiler", access("profiler", "profile-run"))
         try:
             for n in range(20):
@@ -173,13 +162,7 @@ def profile_gateway(server_url: str, ops: int, scratch: Path, top: int = 15) -> 
             profiler.disable()
         finally:
             store.close()
-        with psycopg.connect(db.url, autocommit=True) as conn:
-            for statement in FLOOR_TABLES:
-                conn.execute(statement)
-            conn.execute("INSERT INTO bench_fence (run_id, epoch) VALUES ('floor', 1)")
-        with psycopg.connect(db.url, autocommit=False) as conn:
-            for n in range(20):
-                floor_op(conn, "floor", 1, f"warm:{n}", n)
+        with warm_floor(db.url) as conn:
             start = time.perf_counter()
             for n in range(ops):
                 floor_op(conn, "floor", 1, str(n), n)

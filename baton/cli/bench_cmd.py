@@ -39,6 +39,15 @@ def _emit_json(document: dict[str, Any]) -> None:
     typer.echo(dump_json(document), nl=False)
 
 
+def _bound(kind: str, as_json: bool, **options: Any) -> None:
+    """Run `baton.bench.run_bounds.<kind>` (sdk or gateway); its JSON on stdout with `as_json`."""
+    from baton.bench import run_bounds
+
+    document = getattr(run_bounds, kind)(as_json=as_json, **options)
+    if as_json:
+        _emit_json(document)
+
+
 def register(app: typer.Typer) -> None:
     bench = typer.Typer(
         name="bench",
@@ -120,11 +129,7 @@ def register(app: typer.Typer) -> None:
         workdir: Path | None = typer.Option(None, "--workdir", help="Where the scratch directories go (default: $TMPDIR)."),
     ) -> None:
         """How fast the SQLite SDK boundary could be: its own SQL replayed with no Python, plus its secret scan."""
-        from baton.bench import run_bounds
-
-        document = run_bounds.sdk(steps=steps, repeat=repeat, out=out, as_json=as_json, workdir=workdir)
-        if as_json:
-            _emit_json(document)
+        _bound("sdk", as_json, steps=steps, repeat=repeat, out=out, workdir=workdir)
 
     @bench.command("gateway-bound")
     def gateway_bound(
@@ -134,11 +139,7 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(None, "--out", help="Directory (e.g. docs/) whose benchmarks.md gets the tables."),
     ) -> None:
         """How fast the gateway could be: its statements replayed with no Python, plus its Ed25519 signatures."""
-        from baton.bench import run_bounds
-
-        document = run_bounds.gateway(ops=ops, repeat=repeat, out=out, as_json=as_json)
-        if as_json:
-            _emit_json(document)
+        _bound("gateway", as_json, ops=ops, repeat=repeat, out=out)
 
     @bench.command("handoff")
     def handoff(
